@@ -1,0 +1,31 @@
+"""BERT-style encoders (the pretrained MiniLM included); optional cross-attention."""
+
+from __future__ import annotations
+
+from heads.surgery.families.base import Family, SitePattern
+
+
+class BertFamily(Family):
+    name = "bert"
+    model_types = ("bert",)
+    patterns = (
+        SitePattern(r"encoder\.layer\.(\d+)\.attention\.self$", "self", "encoder"),
+        SitePattern(r"encoder\.layer\.(\d+)\.crossattention\.self$", "cross", "encoder"),
+    )
+    qkv_names = ("query", "key", "value")
+    out_name = None
+    outer_out_path = "output.dense"
+
+    def site_kind(self, config, pattern):
+        # A BERT configured as a decoder attends causally in its self-attention.
+        if pattern.kind == "self" and getattr(config, "is_decoder", False):
+            return "causal"
+        return pattern.kind
+
+    def head_counts(self, config, site_kind, stack):
+        heads = config.num_attention_heads
+        return heads, heads, config.hidden_size // heads
+
+    def resize(self, module, num_heads):
+        module.num_attention_heads = num_heads
+        module.all_head_size = num_heads * module.attention_head_size

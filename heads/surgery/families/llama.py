@@ -1,0 +1,17 @@
+"""Llama-style decoders (also Mistral and Qwen2 naming): causal self-attention, optional GQA."""
+
+from __future__ import annotations
+
+from heads.surgery.families.base import Family, SitePattern
+
+
+class LlamaFamily(Family):
+    name = "llama"
+    model_types = ("llama", "mistral", "qwen2")
+    patterns = (SitePattern(r"(?:^|\.)layers\.(\d+)\.self_attn$", "causal", ""),)
+
+    def head_counts(self, config, site_kind, stack):
+        heads = config.num_attention_heads
+        kv = getattr(config, "num_key_value_heads", None) or heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        return heads, kv, head_dim

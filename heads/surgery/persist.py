@@ -1,0 +1,142 @@
+"""Save and load (pruned) models: safetensors weights + config.json carrying the head layout.
+
+Loading builds the model from its config, prunes it to the recorded layout,
+then fills every tensor from safetensors with exact shape checks: a layout
+that does not match the weights fails loudly, never re-initialises silently.
+Nothing is unpickled.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+import transformers
+from safetensors import safe_open
+from torch import nn
+
+from heads.surgery.gates import install
+from heads.surgery.prune import apply_layout
+from heads.surgery.sites import LAYOUT_KEY
+
+WEIGHTS = "model.safetensors"
+INDEX = "model.safetensors.index.json"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be loaded exactly (missing, corrupt, or a layout mismatch)."""
+
+
+def save(model: nn.Module, path: str | Path) -> Path:
+    """Write ``model`` (pruned or not) as safetensors + config.json under ``path``.
+
+    Written to a sibling temp folder first and renamed into place, so an
+    interrupted save never leaves a folder that looks like a checkpoint.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        if path.exists():
+            old = path.with_name(f".{path.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            path.rename(old)
+            tmp.rename(path)
+            shutil.rmtree(old)
+        else:
+            tmp.rename(path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+def _weight_files(path: Path) -> list[Path]:
+    if (path / INDEX).exists():
+        index = json.loads((path / INDEX).read_text())
+        return sorted({path / f for f in index["weight_map"].values()})
+    if (path / WEIGHTS).exists():
+        return [path / WEIGHTS]
+    raise CheckpointError(f"{path}: no {WEIGHTS} (or {INDEX}); loading accepts safetensors only")
+
+
+def read_state(path: str | Path) -> dict[str, torch.Tensor]:
+    """All tensors of a safetensors checkpoint folder; a corrupt file is named in the error."""
+    tensors: dict[str, torch.Tensor] = {}
+    for file in _weight_files(Path(path)):
+        try:
+            with safe_open(str(file), framework="pt") as f:
+                for key in f.keys():
+                    tensors[key] = f.get_tensor(key)
+        except Exception as exc:  # safetensors raises several types for a bad header/body
+            raise CheckpointError(f"{file}: unreadable safetensors file ({exc})") from exc
+    return tensors
+
+
+def _model_class(config) -> type:
+    names = getattr(config, "architectures", None) or []
+    for name in names:
+        cls = getattr(transformers, name, None)
+        if cls is not None:
+            return cls
+    raise CheckpointError(f"config names no known architecture ({names!r}); pass model_class=")
+
+
+def load(path: str | Path, model_class: type | None = None, gated: bool = True) -> nn.Module:
+    """Load a checkpoint saved by :func:`save` (or any safetensors HF checkpoint) exactly.
+
+    ``gated``: route attention through the gated function (identical outputs
+    while no gate is set), ready for masking and scoring.
+    """
+    path = Path(path)
+    if not (path / "config.json").exists():
+        raise CheckpointError(f"{path}: no config.json")
+    config = transformers.AutoConfig.from_pretrained(path, local_files_only=True)
+    layout = getattr(config, LAYOUT_KEY, None)
+    setattr(config, LAYOUT_KEY, None)
+    cls = model_class or _model_class(config)
+    model = cls(config)
+    if layout:
+        apply_layout(model, layout)
+    state = read_state(path)
+    _load_exact(model, state, path)
+    model.eval()
+    if gated:
+        install(model)
+    return model
+
+
+def _load_exact(model: nn.Module, state: dict[str, torch.Tensor], path: Path) -> None:
+    own = model.state_dict()
+    # Older checkpoints carry buffers the model now rebuilds itself (BERT's position_ids): skip those.
+    rebuilt = {name for name, _ in model.named_buffers()} - set(own)
+    state = {k: v for k, v in state.items() if k not in rebuilt}
+    problems = []
+    for key, tensor in state.items():
+        if key not in own:
+            problems.append(f"unexpected tensor {key} {tuple(tensor.shape)}")
+        elif own[key].shape != tensor.shape:
+            problems.append(f"{key}: checkpoint {tuple(tensor.shape)} vs model {tuple(own[key].shape)}")
+    # Tensors absent from the file are fine only when tied to one that is present.
+    # Or when the model never saves them (Marian's sinusoidal positions are rebuilt at init).
+    loaded_ptrs = {own[k].data_ptr() for k in state if k in own and own[k].numel()}
+    unsaved = [re.compile(p) for p in getattr(model, "_keys_to_ignore_on_save", None) or ()]
+    for key, tensor in own.items():
+        if key in state or tensor.numel() == 0 or tensor.data_ptr() in loaded_ptrs:
+            continue
+        if not any(p.search(key) for p in unsaved):
+            problems.append(f"missing tensor {key} {tuple(tensor.shape)}")
+    if problems:
+        shown = "\n  ".join(problems[:20])
+        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise CheckpointError(
+            f"{path}: weights do not match the model built from its config "
+            f"(head_layout in config.json and the tensors disagree?):\n  {shown}{more}"
+        )
+    with torch.no_grad():
+        for key, tensor in state.items():
+            own[key].copy_(tensor)

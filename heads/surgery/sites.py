@@ -1,0 +1,80 @@
+"""Sites: the attention modules of a model, with their kind, layer and head layout.
+
+A *site* is one module that calls the attention interface (and so carries one
+gate). Its *head layout* is the list of original head indices it still holds;
+a model's head layout maps site name -> kept heads. Site names are module paths
+(``model.layers.0.self_attn``), so they are stable across save/load.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from torch import nn
+
+SiteKind = Literal["self", "causal", "cross"]
+HeadLayout = dict[str, list[int]]
+
+# The config attribute that carries a pruned model's layout through save/load.
+LAYOUT_KEY = "head_layout"
+
+
+@dataclass(frozen=True)
+class Site:
+    """One attention module: where it sits and how it attends."""
+
+    name: str  # module path inside the model
+    layer: int  # layer index within its stack
+    kind: SiteKind
+    stack: str  # "encoder", "decoder" or "" for single-stack models
+    num_heads: int  # original (unpruned) query heads
+    num_kv_heads: int  # original key/value heads (== num_heads unless grouped-query)
+    head_dim: int
+
+    @property
+    def group_size(self) -> int:
+        """Query heads per key/value head (1 without grouped-query attention)."""
+        return self.num_heads // self.num_kv_heads
+
+    @property
+    def label(self) -> str:
+        """Short human name, e.g. ``dec2.cross`` or ``L0.causal``."""
+        prefix = {"encoder": "enc", "decoder": "dec"}.get(self.stack, "L")
+        return f"{prefix}{self.layer}.{self.kind}"
+
+
+def sites(model: nn.Module) -> list[Site]:
+    """All attention sites of ``model`` in forward order."""
+    from heads.surgery.families import family_of
+
+    return family_of(model).sites(model)
+
+
+def site_map(model: nn.Module) -> dict[str, Site]:
+    return {s.name: s for s in sites(model)}
+
+
+def full_layout(model: nn.Module) -> HeadLayout:
+    """The layout of the unpruned model: every site keeps every head."""
+    return {s.name: list(range(s.num_heads)) for s in sites(model)}
+
+
+def head_layout(model: nn.Module) -> HeadLayout:
+    """The model's current layout (full unless it was pruned)."""
+    saved = getattr(model.config, LAYOUT_KEY, None)
+    layout = full_layout(model)
+    if saved:
+        unknown = sorted(set(saved) - set(layout))
+        if unknown:
+            raise ValueError(f"head_layout names sites this model does not have: {unknown}")
+        layout.update({k: list(v) for k, v in saved.items()})
+    return layout
+
+
+def num_heads(layout: HeadLayout) -> int:
+    return sum(len(v) for v in layout.values())
+
+
+def site_module(model: nn.Module, site: Site | str) -> nn.Module:
+    return model.get_submodule(site.name if isinstance(site, Site) else site)

@@ -1,0 +1,36 @@
+# Head surgery: cut a checkpoint down to a uniform layout and tabulate what it saves.
+
+
+rule prune_uniform:
+    output:
+        directory("results/runs/surgery/{source}_keep{keep}"),
+    log:
+        "logs/surgery/prune_{source}_keep{keep}.log",
+    benchmark:
+        "logs/benchmarks/surgery/prune_{source}_keep{keep}.tsv"
+    conda:
+        "../../environment.yml"
+    params:
+        seq_len=config["surgery"]["seq_len"],
+    shell:
+        "heads prune {wildcards.source} --keep {wildcards.keep} --out {output}"
+        " --seq-len {params.seq_len} > {log} 2>&1"
+
+
+rule surgery_table:
+    input:
+        "results/runs/surgery/{source}_keep{keep}",
+    output:
+        report(
+            "results/surgery/{source}_keep{keep}.md",
+            caption="report/surgery.rst",
+            category="Head surgery",
+        ),
+    log:
+        "logs/surgery/inspect_{source}_keep{keep}.log",
+    conda:
+        "../../environment.yml"
+    params:
+        seq_len=config["surgery"]["seq_len"],
+    shell:
+        "heads inspect {input} --seq-len {params.seq_len} > {output} 2> {log}"
