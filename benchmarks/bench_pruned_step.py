@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> None:
     batch = torch.randint(0, args.vocab, (args.batch, args.seq), generator=torch.Generator().manual_seed(args.seed))
     print(f"# torch {torch.__version__}, {args.threads} threads, {platform.processor() or platform.machine()}; "
           f"Llama {args.layers} x d{args.d} x {args.heads} heads, keep {keep}; batch {args.batch} x {args.seq}, fp32; "
-          f"{args.warmup} warm-up + {args.steps} timed steps per variant", flush=True)
+          f"{args.warmup} warm-up + {args.steps} timed steps per variant; load average {os.getloadavg()[0]:.2f}",
+          flush=True)
     for r in range(args.warmup + args.steps):
         # Rotate the order each round so no variant always runs right after another.
         for v in variants[r % len(variants):] + variants[: r % len(variants)]:
@@ -136,7 +137,9 @@ def main(argv: list[str] | None = None) -> None:
                 v.times.append(seconds)
     text = table(variants, args)
     print(text, end="")
-    for v in variants:  # the spread says how much other load there was on the machine
+    # Other processes on the machine show as spread: compare min and quartiles before trusting medians.
+    print(f"# load average after: {os.getloadavg()[0]:.2f}")
+    for v in variants:
         q = statistics.quantiles(v.times, n=4) if len(v.times) > 1 else v.times * 3
         print(f"# {v.name}: step s min {min(v.times):.4f}, quartiles {q[0]:.4f} / {q[2]:.4f}, max {max(v.times):.4f}")
     if args.out is not None:

@@ -113,6 +113,65 @@ def cmd_prune(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_data_prepare(args: argparse.Namespace) -> int:
+    from heads.data.prepare import prepare
+
+    for task in args.task:
+        path = prepare(task, source=args.source, root=args.root, limit=args.limit, hub_path=args.hub_path)
+        print(f"{task}: {path}")
+    return 0
+
+
+def _config(args: argparse.Namespace):
+    from heads.config import ConfigError, resolve
+
+    try:
+        return resolve(args.task, args.preset, args.config, args.overrides)
+    except (ConfigError, KeyError) as exc:
+        raise SystemExit(f"heads: bad configuration: {exc}") from None
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from heads.run import RunConflict, train_run
+    from heads.train.loop import NonFiniteLoss
+
+    cfg = _config(args)
+    try:
+        summary = train_run(cfg, args.out)
+    except RunConflict as exc:
+        raise SystemExit(f"heads train: {exc}") from None
+    except NonFiniteLoss as exc:
+        print(f"heads train: {exc}", file=sys.stderr)
+        return 3
+    print(json.dumps({k: summary[k] for k in ("status", "metric", "value", "steps", "train_seconds")}, indent=2))
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from transformers import AutoTokenizer
+
+    from heads.io import write_json
+    from heads.surgery import load
+    from heads.tasks import get_task
+
+    cfg = _config(args)
+    model_dir = Path(args.model)
+    model = load(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    result = get_task(cfg.task).evaluate(model, cfg, tokenizer, args.split or cfg.eval.split)
+    if args.out:
+        write_json(args.out, result)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--task", required=True, help="lm | mt | cls (heads list shows all)")
+    p.add_argument("--preset", default="tiny", help="smoke | tiny | paper (default tiny)")
+    p.add_argument("--config", type=Path, help="YAML/JSON config file applied over the preset")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. train.lr=3e-4 model.heads=4")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="heads", description="Attention-head pruning: surgery, training, replication."
@@ -135,11 +194,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=Path, help="folder to save the pruned checkpoint to")
     p.add_argument("--seq-len", type=int, default=128)
     p.set_defaults(func=cmd_prune)
+
+    p = sub.add_parser("data", help="prepare datasets (offline corpora or hub datasets)")
+    data_sub = p.add_subparsers(dest="data_command", required=True, metavar="ACTION")
+    q = data_sub.add_parser("prepare", help="write a task's data once (Arrow + checksum) under --root")
+    q.add_argument("--task", nargs="+", default=["lm", "mt", "cls"], help="tasks to prepare (default all)")
+    q.add_argument("--source", default="offline", choices=["offline", "hub"])
+    q.add_argument("--root", type=Path, default=Path("resources/data"))
+    q.add_argument("--limit", type=int, help="at most this many rows per split")
+    q.add_argument("--hub-path", help="a local folder in the hub's format instead of the hub id")
+    q.set_defaults(func=cmd_data_prepare)
+
+    p = sub.add_parser("train", help="train one run (resumes from its checkpoint; a finished run is not redone)")
+    _add_run_options(p)
+    p.add_argument("--out", type=Path, required=True, help="run folder: config, metrics, checkpoint, model, summary")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("evaluate", help="evaluate a saved model on a split with the task metric")
+    p.add_argument("model", help="model folder (safetensors + config.json + tokenizer)")
+    _add_run_options(p)
+    p.add_argument("--split", help="validation | test (default from the config)")
+    p.add_argument("--out", type=Path, help="also write the result JSON here")
+    p.set_defaults(func=cmd_evaluate)
     return parser
+
+
+def _quiet_libraries() -> None:
+    """Progress bars of datasets and save_pretrained would drown the logs of every rule."""
+    import os
+
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _quiet_libraries()
     return args.func(args)
 
 

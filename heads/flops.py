@@ -37,10 +37,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from heads.surgery.families import Family
+from heads.surgery.families import FAMILIES, Family
 
 Layout = Mapping[str, Iterable[int]]
 SiteKey = tuple[str, int, str]  # (stack, layer, kind), as in heads.surgery.Site
@@ -61,9 +59,6 @@ class _Tally:
     def __init__(self, config, layout: Layout | None, seq_len: float):
         self.config = config
         self.seq_len = seq_len
-        # Imported here as heads.surgery.sites does: heads.surgery.families imports heads.surgery in turn.
-        from heads.surgery.families import FAMILIES
-
         self.family: Family = FAMILIES[config.model_type]
         self.kept = _parse_layout(config, self.family, layout or {})
         self.seen: set[SiteKey] = set()

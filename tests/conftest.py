@@ -11,7 +11,8 @@ from heads import models
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-torch.set_num_threads(min(2, torch.get_num_threads()))
+# One thread: tiny models gain nothing from more, and contention with other processes is ruinous.
+torch.set_num_threads(1)
 
 FAMILIES = ["llama", "bert", "marian"]
 

@@ -109,3 +109,18 @@ def test_optimizer_state_shrinks_with_the_model():
     # two moments x (q, k, v rows + o columns) x 4 heads of width 8 over d=64, per site
     assert state_numel() == before - 2 * len(sites(model)) * 4 * (4 * 8 * 64)
     step(model, opt, inputs)  # and training goes on with the same optimizer object
+
+
+def test_pruning_while_an_old_graph_is_still_referenced():
+    """A ``loss`` kept alive across the prune must not poison the next backward (autograd caches shapes)."""
+    model = no_dropout(build("llama"))
+    inputs = batch_for("llama")
+    opt = torch.optim.AdamW(model.parameters())
+    for i in range(3):
+        loss = model(**inputs).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if i == 0:
+            prune_heads(model, {s.name: [0] for s in sites(model)}, optimizer=opt)
+    assert sum(len(g["params"]) for g in opt.param_groups) == len(list(model.parameters()))

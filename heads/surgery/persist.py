@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
@@ -19,6 +18,7 @@ import transformers
 from safetensors import safe_open
 from torch import nn
 
+from heads.io import replace_dir, temp_dir_beside
 from heads.surgery.gates import install
 from heads.surgery.prune import apply_layout
 from heads.surgery.sites import LAYOUT_KEY
@@ -38,21 +38,18 @@ def save(model: nn.Module, path: str | Path) -> Path:
     interrupted save never leaves a folder that looks like a checkpoint.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    tmp = temp_dir_beside(path)
     try:
-        model.save_pretrained(tmp, safe_serialization=True)
-        if path.exists():
-            old = path.with_name(f".{path.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            path.rename(old)
-            tmp.rename(path)
-            shutil.rmtree(old)
-        else:
-            tmp.rename(path)
+        write_model(model, tmp)
+        replace_dir(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return path
+
+
+def write_model(model: nn.Module, folder: Path) -> None:
+    """save_pretrained into an existing folder (no atomicity: callers write into a temp folder)."""
+    model.save_pretrained(folder, safe_serialization=True)
 
 
 def _weight_files(path: Path) -> list[Path]:

@@ -1,8 +1,8 @@
 """Physical head pruning: slice q/k/v rows and o columns so the model really shrinks.
 
-Parameters are sliced in place (``param.data`` replaced), so the Parameter
-objects an optimizer holds stay valid; their optimizer state (AdamW moments)
-and pending gradients are sliced the same way. A site may lose every head:
+Sliced parameters become new Parameter objects; a given optimizer has them
+swapped into its param groups, with their state (AdamW moments) sliced the
+same way, as are pending gradients. A site may lose every head:
 its module then becomes *headless* and returns only the output bias.
 """
 
@@ -22,17 +22,31 @@ class GroupedQueryError(ValueError):
     """Removing part of a key/value group: only whole groups can go physically."""
 
 
-def _slice_param(param: nn.Parameter, dim: int, index: torch.Tensor, optimizer: torch.optim.Optimizer | None) -> None:
-    old_shape = param.shape
-    param.data = param.data.index_select(dim, index).contiguous()
-    if param.grad is not None:
-        param.grad = param.grad.index_select(dim, index).contiguous()
-    if optimizer is not None and param in optimizer.state:
-        state = optimizer.state[param]
+def _slice_param(
+    owner: nn.Module, attr: str, dim: int, index: torch.Tensor, optimizer: torch.optim.Optimizer | None
+) -> None:
+    """Replace ``owner.attr`` by a new Parameter holding the kept slice; move its optimizer state along.
+
+    A new Parameter rather than new ``.data``: autograd caches a leaf's shape in
+    its gradient accumulator, which outlives the step while any old graph (a
+    ``loss`` still referenced) does, and would then reject the smaller gradient.
+    """
+    old: nn.Parameter = getattr(owner, attr)
+    new = nn.Parameter(old.detach().index_select(dim, index).contiguous(), requires_grad=old.requires_grad)
+    if old.grad is not None:
+        new.grad = old.grad.index_select(dim, index).contiguous()
+    setattr(owner, attr, new)
+    if optimizer is None:
+        return
+    for group in optimizer.param_groups:
+        group["params"] = [new if p is old else p for p in group["params"]]
+    if old in optimizer.state:
+        state = optimizer.state.pop(old)
         for key, value in state.items():
             # Moments have the parameter's shape; scalars such as `step` do not.
-            if torch.is_tensor(value) and value.shape == old_shape:
+            if torch.is_tensor(value) and value.shape == old.shape:
                 state[key] = value.index_select(dim, index).contiguous()
+        optimizer.state[new] = state
 
 
 def _rows(positions: list[int], head_dim: int, device) -> torch.Tensor:
@@ -41,9 +55,9 @@ def _rows(positions: list[int], head_dim: int, device) -> torch.Tensor:
 
 
 def _slice_linear(linear: nn.Linear, dim: int, index: torch.Tensor, optimizer) -> None:
-    _slice_param(linear.weight, dim, index, optimizer)
+    _slice_param(linear, "weight", dim, index, optimizer)
     if dim == 0 and linear.bias is not None:
-        _slice_param(linear.bias, 0, index, optimizer)
+        _slice_param(linear, "bias", 0, index, optimizer)
     linear.out_features, linear.in_features = linear.weight.shape
 
 

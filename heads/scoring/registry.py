@@ -1,0 +1,97 @@
+"""Scorer registry (lm-eval-harness style): ``@register_scorer("name")`` on a ``Scorer`` subclass.
+
+A scorer maps a model and some batches to ``Scores``: site name -> float tensor
+over the site's kept heads, in ``head_layout`` order. Every scorer follows one
+convention, higher = more important = keep, so "remove the lowest" is the
+single selection rule (see ``heads.scoring.select``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+Scores = dict[str, torch.Tensor]
+
+
+@dataclasses.dataclass(frozen=True)
+class NoParams:
+    """For scorers without parameters."""
+
+
+class Scorer:
+    """Base class: set ``Params`` (a dataclass with defaults) and implement ``_score``.
+
+    The first line of the class docstring is the scorer's description in ``list_scorers``.
+    """
+
+    name: ClassVar[str] = ""
+    Params: ClassVar[type] = NoParams
+
+    @classmethod
+    def description(cls) -> str:
+        return (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+
+    def params(self, **overrides: Any) -> Any:
+        """The parameter dataclass with ``overrides``; unknown names fail with the known ones."""
+        known = {f.name for f in dataclasses.fields(self.Params)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise TypeError(f"scorer {self.name!r} has no parameters {unknown}; parameters: {sorted(known)}")
+        return self.Params(**overrides)
+
+    def score(self, model: nn.Module, batches: Iterable[Mapping[str, Any]], params: Any = None) -> Scores:
+        params = self.Params() if params is None else params
+        if not isinstance(params, self.Params):
+            raise TypeError(f"scorer {self.name!r} takes {self.Params.__name__}, got {type(params).__name__}")
+        return self._score(model, batches, params)
+
+    def _score(self, model: nn.Module, batches: Iterable[Mapping[str, Any]], params: Any) -> Scores:
+        raise NotImplementedError
+
+
+_REGISTRY: dict[str, type[Scorer]] = {}
+
+
+class UnknownScorerError(KeyError):
+    """``get_scorer`` with a name nobody registered; the message lists the known ones."""
+
+    def __str__(self) -> str:  # KeyError would print the message in quotes
+        return str(self.args[0])
+
+
+def register_scorer(name: str) -> Callable[[type[Scorer]], type[Scorer]]:
+    """Class decorator: register a ``Scorer`` subclass under ``name`` (names are unique)."""
+
+    def decorate(cls: type[Scorer]) -> type[Scorer]:
+        if name in _REGISTRY and _REGISTRY[name] is not cls:
+            raise ValueError(f"scorer {name!r} is already registered ({_REGISTRY[name].__name__})")
+        if not (isinstance(cls, type) and issubclass(cls, Scorer)):
+            raise TypeError(f"register_scorer({name!r}) decorates Scorer subclasses, got {cls!r}")
+        cls.name = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return decorate
+
+
+def get_scorer(name: str) -> Scorer:
+    """A fresh instance of the scorer registered as ``name``."""
+    if name not in _REGISTRY:
+        raise UnknownScorerError(f"unknown scorer {name!r}; known scorers: {sorted(_REGISTRY)}")
+    return _REGISTRY[name]()
+
+
+def list_scorers() -> dict[str, str]:
+    """Registered scorer names -> one-line description."""
+    return {name: cls.description() for name, cls in sorted(_REGISTRY.items())}
+
+
+def compute_scores(name: str, model: nn.Module, batches: Iterable[Mapping[str, Any]], **params: Any) -> Scores:
+    """Shortcut: ``get_scorer(name).score(model, batches, scorer.params(**params))``."""
+    scorer = get_scorer(name)
+    return scorer.score(model, batches, scorer.params(**params))

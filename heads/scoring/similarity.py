@@ -1,0 +1,105 @@
+"""Redundancy by output similarity (the practitioner's report, D2/D5/D7): cosine between heads of a site."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from heads.scoring.capture import head_outputs
+from heads.scoring.registry import Scorer, Scores, register_scorer
+from heads.scoring.session import scoring_mode
+from heads.surgery import head_layout
+
+Batches = Iterable[Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class SimilarityParams:
+    # "value": each head's attention output before the output projection (the
+    # o_proj input). Two heads with the same q/k/v compute the same thing there
+    # even if they write it to different directions. "residual": after the
+    # output projection, i.e. what the head adds to the residual stream.
+    space: Literal["value", "residual"] = "value"
+
+
+def similarity_matrices(model: nn.Module, batches: Batches, params: SimilarityParams | None = None) -> Scores:
+    """Per site, [H, H] mean cosine similarity of head outputs over real query tokens of all batches.
+
+    Cosine is taken per token (between two heads' output vectors at the same
+    position) and averaged over tokens, so long or loud tokens do not dominate;
+    a head whose output is exactly zero is similar to nothing (0), itself included.
+    Padding positions (``attention_mask``, ``decoder_attention_mask`` for decoder
+    sites) are left out.
+    """
+    params = params or SimilarityParams()
+    if params.space not in ("value", "residual"):
+        raise ValueError(f"space must be 'value' or 'residual', got {params.space!r}")
+    sums: dict[str, torch.Tensor] = {}
+    tokens: dict[str, int] = {}
+
+    def sink(name: str, x: torch.Tensor) -> None:
+        unit = torch.nn.functional.normalize(x.double(), dim=-1)  # zero vectors stay zero
+        sums[name] = sums.get(name, 0) + torch.einsum("nhd,ngd->hg", unit, unit).cpu()
+        tokens[name] = tokens.get(name, 0) + x.shape[0]
+
+    with scoring_mode(model):
+        layout = head_layout(model)
+        head_outputs(model, batches, sink, residual=params.space == "residual")
+    out = {}
+    for name, kept in layout.items():
+        h = len(kept)
+        out[name] = (sums[name] / max(tokens[name], 1)).float() if name in sums else torch.zeros(h, h)
+    return out
+
+
+def summed_similarity(matrices: Scores) -> Scores:
+    """Per head: sum of its similarity to the other heads of its site (the diagonal left out)."""
+    return {name: m.sum(-1) - m.diagonal() for name, m in matrices.items()}
+
+
+def redundant_heads(matrices: Scores, threshold: float = 0.85) -> dict[str, torch.Tensor]:
+    """Per site, bool [H]: the head has some other head with similarity above ``threshold``."""
+    out = {}
+    for name, m in matrices.items():
+        off = m.clone()
+        off.fill_diagonal_(float("-inf"))
+        out[name] = (off > threshold).any(-1) if m.numel() else torch.zeros(m.shape[0], dtype=torch.bool)
+    return out
+
+
+def redundancy_ratio(
+    model: nn.Module,
+    batches: Batches | Mapping[str, Batches],
+    threshold: float = 0.85,
+    params: SimilarityParams | None = None,
+) -> float:
+    """Share of all (kept) heads that have a partner in their site with cosine > ``threshold`` (D5).
+
+    ``batches`` may be ``{domain: batches}``: then a head counts as redundant
+    only if it is redundant in every domain (D7's stratified view).
+    """
+    if isinstance(batches, Mapping) and any(torch.is_tensor(v) for v in batches.values()):
+        raise TypeError("pass an iterable of batches (or {domain: batches}), not a single batch")
+    domains = batches if isinstance(batches, Mapping) else {"all": batches}
+    if not domains:
+        raise ValueError("no domains to compute redundancy on")
+    flags: dict[str, torch.Tensor] | None = None
+    for domain_batches in domains.values():
+        found = redundant_heads(similarity_matrices(model, domain_batches, params), threshold)
+        flags = found if flags is None else {k: flags[k] & found[k] for k in flags}
+    total = sum(f.numel() for f in flags.values())
+    return sum(int(f.sum()) for f in flags.values()) / total if total else 0.0
+
+
+@register_scorer("similarity")
+class Similarity(Scorer):
+    """Output cosine similarity: minus a head's summed similarity to its site's others (low = redundant)."""
+
+    Params = SimilarityParams
+
+    def _score(self, model: nn.Module, batches: Batches, params: SimilarityParams) -> Scores:
+        return {name: -s for name, s in summed_similarity(similarity_matrices(model, batches, params)).items()}

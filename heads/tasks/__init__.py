@@ -1,0 +1,7 @@
+"""Tasks: data + model family + metric (``lm``, ``mt``, ``cls``)."""
+
+from heads.tasks import cls, lm, mt  # noqa: F401  (registration)
+from heads.tasks.base import Task
+from heads.tasks.registry import TASKS, get_task, register_task
+
+__all__ = ["TASKS", "Task", "get_task", "register_task"]

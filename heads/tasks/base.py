@@ -1,0 +1,76 @@
+"""A task = data + model family + metric. One file per task, registered by name."""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from heads.config import RunConfig
+
+
+class Task(ABC):
+    """What the engine needs from a task: data, a model, a loss and an evaluation."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    metric: ClassVar[str]  # the headline metric evaluate() returns
+    higher_is_better: ClassVar[bool]
+
+    def data_path(self, cfg: RunConfig) -> Path:
+        """Prepared data (Arrow, checksummed) for this task, built on first use."""
+        from heads.data.prepare import prepare
+
+        d = cfg.data
+        return prepare(self.name, source=d.source, root=Path(d.root), limit=d.limit, hub_path=d.hub_path)
+
+    def splits(self, cfg: RunConfig):
+        from heads.data.prepare import load_prepared
+
+        return load_prepared(self.data_path(cfg))
+
+    @abstractmethod
+    def tokenizer(self, cfg: RunConfig):
+        """The tokenizer: trained BPE on the training split, or a pretrained model's own."""
+
+    @abstractmethod
+    def build_model(self, cfg: RunConfig, tokenizer) -> nn.Module:
+        """A fresh (or pretrained) model for this task."""
+
+    @abstractmethod
+    def examples(self, cfg: RunConfig, tokenizer, split: str) -> list[Any]:
+        """Encoded examples of one split, ready for :meth:`collate`."""
+
+    @abstractmethod
+    def collate(self, examples: list[Any]) -> dict[str, torch.Tensor]:
+        """Model inputs (with ``labels``) for a list of examples."""
+
+    def loss(self, model: nn.Module, batch: dict[str, torch.Tensor], cfg: RunConfig) -> torch.Tensor:
+        return model(**batch).loss
+
+    def tokens(self, batch: dict[str, torch.Tensor]) -> int:
+        """Tokens the model processed for this batch (the unit of throughput)."""
+        return int(batch["attention_mask"].sum())
+
+    @abstractmethod
+    def evaluate(self, model: nn.Module, cfg: RunConfig, tokenizer, split: str) -> dict[str, Any]:
+        """The task metric on ``split``: ``{metric: value, ...}`` plus anything that identifies it."""
+
+
+def mean_loss(model: nn.Module, batches: Iterable[dict], loss_fn: Callable, count: Callable) -> tuple[float, int]:
+    """Token-weighted mean loss over batches, in eval mode without gradients."""
+    was_training = model.training
+    model.eval()
+    total, n = 0.0, 0
+    with torch.no_grad():
+        for batch in batches:
+            k = count(batch)
+            total += float(loss_fn(model, batch)) * k
+            n += k
+    model.train(was_training)
+    return (total / n if n else math.nan), n

@@ -1,0 +1,96 @@
+"""Sentence-pair classification (paraphrase identification); accuracy.
+
+Two model sources: the pretrained MiniLM (``model.source=minilm``: Michel's
+BERT setting, a pretrained encoder fine-tuned then pruned) with its own
+tokenizer, or a BERT from config with the task's BPE tokenizer.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from heads import models
+from heads.config import RunConfig
+from heads.tasks.base import Task, mean_loss
+from heads.tasks.batching import eval_batches, pad
+from heads.tasks.registry import register_task
+from heads.tasks.text import bpe_tokenizer, build_or_load
+
+
+@register_task("cls")
+class PairClassification(Task):
+    description = "paraphrase identification (same verse, two English translations vs neighbours); accuracy"
+    metric = "accuracy"
+    higher_is_better = True
+
+    def tokenizer(self, cfg: RunConfig):
+        if cfg.model.source == "minilm":
+            from transformers import AutoTokenizer
+
+            return AutoTokenizer.from_pretrained(models.minilm_path(), local_files_only=True)
+        return bpe_tokenizer(self, cfg)
+
+    def build_model(self, cfg: RunConfig, tokenizer):
+        m = cfg.model
+        if m.source == "minilm":
+            torch.manual_seed(cfg.train.seed)  # the fresh classifier head
+            return build_or_load(cfg, lambda: models.minilm(labels=self.num_labels(cfg)))
+        return build_or_load(
+            cfg,
+            lambda: models.bert(
+                vocab=len(tokenizer),
+                d=m.d,
+                layers=m.layers,
+                heads=m.heads,
+                ff=m.ff or None,
+                labels=self.num_labels(cfg),
+                max_len=max(m.max_len, 2 * cfg.data.seq_len + 3),
+                seed=cfg.train.seed,
+                pad_token_id=tokenizer.pad_token_id,
+            ),
+        )
+
+    def num_labels(self, cfg: RunConfig) -> int:
+        """2 for the offline paraphrase task, 3 for MNLI: read from the data, never assumed."""
+        label = self.splits(cfg)["train"].features["label"]
+        return getattr(label, "num_classes", None) or len(set(self.splits(cfg)["train"]["label"]))
+
+    def _specials(self, tokenizer) -> tuple[int, int]:
+        cls = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
+        sep = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
+        return cls, sep
+
+    def examples(self, cfg: RunConfig, tokenizer, split: str) -> list[tuple[list[int], list[int], int]]:
+        """[CLS] a [SEP] b [SEP] with segment ids; each side cut to seq_len tokens."""
+        rows = self.splits(cfg)[split]
+        cls, sep = self._specials(tokenizer)
+        n = cfg.data.seq_len
+        a = tokenizer(list(rows["text_a"]), add_special_tokens=False)["input_ids"]
+        b = tokenizer(list(rows["text_b"]), add_special_tokens=False)["input_ids"]
+        out = []
+        for x, y, label in zip(a, b, list(rows["label"]), strict=True):
+            ids = [cls] + x[:n] + [sep] + y[:n] + [sep]
+            types = [0] * (len(x[:n]) + 2) + [1] * (len(y[:n]) + 1)
+            out.append((ids, types, int(label)))
+        return out
+
+    def collate(self, examples) -> dict[str, torch.Tensor]:
+        ids, mask = pad([e[0] for e in examples], 0)
+        types, _ = pad([e[1] for e in examples], 0)
+        labels = torch.tensor([e[2] for e in examples], dtype=torch.long)
+        return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "labels": labels}
+
+    def evaluate(self, model, cfg: RunConfig, tokenizer, split: str) -> dict:
+        data = self.examples(cfg, tokenizer, split)[: max(1, cfg.eval.max_examples)]
+        correct = []
+
+        def loss_fn(mod, batch):
+            logits = mod(**batch).logits
+            correct.extend((logits.argmax(-1) == batch["labels"]).tolist())
+            return F.cross_entropy(logits, batch["labels"])
+
+        loss, n = mean_loss(
+            model, eval_batches(data, cfg.data.batch_size, self.collate), loss_fn, lambda b: b["labels"].shape[0]
+        )
+        return {"accuracy": sum(correct) / max(1, n), "loss": loss, "examples": n, "split": split}

@@ -1,0 +1,78 @@
+"""Causal language modelling: a Llama-family decoder; perplexity and bits per token."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from heads import models
+from heads.config import RunConfig
+from heads.tasks.base import Task, mean_loss
+from heads.tasks.batching import eval_batches
+from heads.tasks.registry import register_task
+from heads.tasks.text import bpe_tokenizer, build_or_load
+
+
+@register_task("lm")
+class LanguageModelling(Task):
+    description = "causal LM (Llama from config) on World English Bible text; perplexity, bits per token"
+    metric = "perplexity"
+    higher_is_better = False
+
+    def tokenizer(self, cfg: RunConfig):
+        return bpe_tokenizer(self, cfg)
+
+    def build_model(self, cfg: RunConfig, tokenizer):
+        m = cfg.model
+        return build_or_load(
+            cfg,
+            lambda: models.llama(
+                vocab=len(tokenizer),
+                d=m.d,
+                layers=m.layers,
+                heads=m.heads,
+                kv_heads=m.kv_heads or None,
+                ff=m.ff or None,
+                max_len=max(m.max_len, cfg.data.seq_len),
+                seed=cfg.train.seed,
+                pad_token_id=tokenizer.pad_token_id,
+                eos_token_id=tokenizer.eos_token_id,
+                bos_token_id=tokenizer.bos_token_id,
+            ),
+        )
+
+    def examples(self, cfg: RunConfig, tokenizer, split: str) -> list[list[int]]:
+        """Verses joined by <eos> into one stream, cut into non-overlapping windows of seq_len."""
+        texts = [t for t in self.splits(cfg)[split]["text"] if t.strip()]
+        stream: list[int] = []
+        for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]:
+            stream.extend(ids)
+            stream.append(tokenizer.eos_token_id)
+        n = cfg.data.seq_len
+        return [stream[i : i + n] for i in range(0, len(stream) - n + 1, n)]
+
+    def collate(self, examples: list[list[int]]) -> dict[str, torch.Tensor]:
+        ids = torch.tensor(examples, dtype=torch.long)
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids}
+
+    def tokens(self, batch) -> int:
+        return int(batch["input_ids"].numel())
+
+    def evaluate(self, model, cfg: RunConfig, tokenizer, split: str) -> dict:
+        data = self.examples(cfg, tokenizer, split)
+        limit = max(1, cfg.eval.max_examples)
+        # Each window predicts seq_len - 1 tokens: weight by those.
+        loss, n = mean_loss(
+            model,
+            eval_batches(data, cfg.data.batch_size, self.collate, limit),
+            lambda mod, b: mod(**b).loss,
+            lambda b: b["input_ids"].shape[0] * (b["input_ids"].shape[1] - 1),
+        )
+        return {
+            "perplexity": math.exp(loss),
+            "bits_per_token": loss / math.log(2),
+            "loss": loss,
+            "tokens": n,
+            "split": split,
+        }

@@ -1,0 +1,115 @@
+"""Translation: a Marian encoder-decoder; BLEU and chrF through sacrebleu, beam search through generate."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from heads import models
+from heads.config import RunConfig
+from heads.tasks.base import Task, mean_loss
+from heads.tasks.batching import eval_batches, pad
+from heads.tasks.registry import register_task
+from heads.tasks.text import bpe_tokenizer, build_or_load
+
+IGNORE = -100
+
+
+@register_task("mt")
+class Translation(Task):
+    description = "translation En->Fr (Marian from config) on verse pairs; BLEU and chrF (sacrebleu), beam search"
+    metric = "bleu"
+    higher_is_better = True
+
+    def tokenizer(self, cfg: RunConfig):
+        return bpe_tokenizer(self, cfg)
+
+    def build_model(self, cfg: RunConfig, tokenizer):
+        m = cfg.model
+        return build_or_load(
+            cfg,
+            lambda: models.marian(
+                vocab=len(tokenizer),
+                d=m.d,
+                layers=m.layers,
+                heads=m.heads,
+                ff=m.ff or None,
+                max_len=max(m.max_len, cfg.data.seq_len + 2),
+                seed=cfg.train.seed,
+                pad_token_id=tokenizer.pad_token_id,
+                eos_token_id=tokenizer.eos_token_id,
+                decoder_start_token_id=tokenizer.pad_token_id,
+                forced_eos_token_id=tokenizer.eos_token_id,
+            ),
+        )
+
+    def examples(self, cfg: RunConfig, tokenizer, split: str) -> list[tuple[list[int], list[int]]]:
+        rows = self.splits(cfg)[split]
+        n, eos = cfg.data.seq_len, tokenizer.eos_token_id
+        src = tokenizer(list(rows["src"]), add_special_tokens=False)["input_ids"]
+        tgt = tokenizer(list(rows["tgt"]), add_special_tokens=False)["input_ids"]
+        # Truncated to seq_len - 1 content tokens, then <eos>: over-long verses are cut, not dropped.
+        return [(s[: n - 1] + [eos], t[: n - 1] + [eos]) for s, t in zip(src, tgt, strict=True) if s and t]
+
+    def collate(self, examples) -> dict[str, torch.Tensor]:
+        ids, mask = pad([s for s, _ in examples], 0)
+        labels, label_mask = pad([t for _, t in examples], IGNORE)
+        return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+    def loss(self, model, batch, cfg: RunConfig) -> torch.Tensor:
+        logits = model(**batch).logits
+        return F.cross_entropy(
+            logits.flatten(0, 1),
+            batch["labels"].flatten(),
+            ignore_index=IGNORE,
+            label_smoothing=cfg.train.label_smoothing if model.training else 0.0,
+        )
+
+    def tokens(self, batch) -> int:
+        return int(batch["attention_mask"].sum() + (batch["labels"] != IGNORE).sum())
+
+    def evaluate(self, model, cfg: RunConfig, tokenizer, split: str) -> dict:
+        import sacrebleu
+
+        data = self.examples(cfg, tokenizer, split)[: max(1, cfg.eval.max_examples)]
+        loss, _ = mean_loss(
+            model,
+            eval_batches(data, cfg.data.batch_size, self.collate),
+            lambda mod, b: self.loss(mod, b, cfg),
+            lambda b: int((b["labels"] != IGNORE).sum()),
+        )
+        hyps, refs = self.translate(model, cfg, tokenizer, data)
+        bleu = sacrebleu.metrics.BLEU()
+        chrf = sacrebleu.metrics.CHRF()
+        bleu_score = bleu.corpus_score(hyps, [refs])
+        return {
+            "bleu": bleu_score.score,
+            "chrf": chrf.corpus_score(hyps, [refs]).score,
+            "loss": loss,
+            "bleu_signature": str(bleu.get_signature()),
+            "chrf_signature": str(chrf.get_signature()),
+            "sentences": len(hyps),
+            "split": split,
+            "beams": cfg.eval.beams,
+        }
+
+    def translate(self, model, cfg: RunConfig, tokenizer, data) -> tuple[list[str], list[str]]:
+        """Beam-search translations and references of encoded pairs."""
+        was_training = model.training
+        model.eval()
+        hyps, refs = [], []
+        with torch.no_grad():
+            for start in range(0, len(data), cfg.data.batch_size):
+                chunk = data[start : start + cfg.data.batch_size]
+                ids, mask = pad([s for s, _ in chunk], 0)
+                out = model.generate(
+                    input_ids=ids,
+                    attention_mask=mask,
+                    num_beams=cfg.eval.beams,
+                    max_new_tokens=cfg.eval.max_new_tokens,
+                    do_sample=False,
+                )
+                hyps += tokenizer.batch_decode(out, skip_special_tokens=True)
+                refs += tokenizer.batch_decode([t for _, t in chunk], skip_special_tokens=True)
+        model.train(was_training)
+        return [h.strip() for h in hyps], [r.strip() for r in refs]

@@ -1,0 +1,54 @@
+"""Metrics as JSON lines, and the figures derived from them (time- and steps-to-target)."""
+
+from __future__ import annotations
+
+import json
+import resource
+from pathlib import Path
+
+import torch
+
+from heads.io import read_jsonl, write_text
+
+
+class MetricsLog:
+    """Append-only JSON lines, flushed per record; truncated to a checkpoint's step on resume."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def truncate_after(self, step: int) -> None:
+        kept = [r for r in read_jsonl(self.path) if r["step"] <= step]
+        write_text(self.path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
+
+    def write(self, record: dict) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+            f.flush()
+
+
+def peak_memory_mb() -> float:
+    """Peak memory of this process: accelerator memory if there is one, else resident set size."""
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def first_reaching(records: list[dict], key: str, target: float, lower_is_better: bool = True) -> dict | None:
+    """The first record whose ``key`` meets ``target``; None when the run never got there."""
+    for r in records:
+        value = r.get(key)
+        if value is not None and (value <= target if lower_is_better else value >= target):
+            return r
+    return None
+
+
+def time_to_target(records: list[dict], key: str, target: float, lower_is_better: bool = True) -> float | None:
+    """Training seconds (evaluation and checkpoint time excluded) until ``key`` first meets ``target``."""
+    hit = first_reaching(records, key, target, lower_is_better)
+    return None if hit is None else hit["train_seconds"]
+
+
+def steps_to_target(records: list[dict], key: str, target: float, lower_is_better: bool = True) -> int | None:
+    hit = first_reaching(records, key, target, lower_is_better)
+    return None if hit is None else hit["step"]

@@ -1,0 +1,222 @@
+"""The Bible database and the offline corpora: cleaning on real verses, book splits, the paraphrase pairs."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections import Counter, defaultdict
+
+import pytest
+
+from heads.data import bible, corpora
+
+# (raw text as stored in the database, what clean() must make of it)
+REAL_VERSES = [
+    # WEB, Genesis 1:2: a backtick as the apostrophe
+    (
+        "Now the earth was formless and empty. Darkness was on the surface of the deep. God`s Spirit was hovering "
+        "over the surface of the waters.",
+        "Now the earth was formless and empty. Darkness was on the surface of the deep. God's Spirit was hovering "
+        "over the surface of the waters.",
+    ),
+    # WEB, Leviticus 2:12: a bracketed supplied word glued to a hyphen
+    (
+        "As an offering of first -[fruits] you shall offer them to Yahweh: but they shall not come up for a sweet "
+        "savor on the altar.",
+        "As an offering of first-fruits you shall offer them to Yahweh: but they shall not come up for a sweet "
+        "savor on the altar.",
+    ),
+    # WEB, Leviticus 3:3: a plain bracketed supplied word
+    (
+        "He shall offer of it his offering, [even] an offering made by fire to Yahweh;",
+        "He shall offer of it his offering, even an offering made by fire to Yahweh;",
+    ),
+    # LSG, Exodus 8:1: the French verse number inline
+    (
+        "(7:26) L'Éternel dit à Moïse: Va vers Pharaon, et tu lui diras: Ainsi parle l'Éternel: Laisse aller mon "
+        "peuple, afin qu'il me serve.",
+        "L'Éternel dit à Moïse: Va vers Pharaon, et tu lui diras: Ainsi parle l'Éternel: Laisse aller mon peuple, "
+        "afin qu'il me serve.",
+    ),
+    # LSG, Psalm 3:1: the psalm's title merged into verse 1 between "(3:1)" and "(3:2)"
+    (
+        "(3:1) Psaume de David. A l'occasion de sa fuite devant Absalom, son fils. (3:2) O Éternel, que mes "
+        "ennemis sont nombreux! Quelle multitude se lève contre moi!",
+        "O Éternel, que mes ennemis sont nombreux! Quelle multitude se lève contre moi!",
+    ),
+    # LSG, 3 John 1:14: a reference in the middle of a verse
+    (
+        "J'espère te voir bientôt, et nous parlerons de bouche à bouche. (1:15) Que la paix soit avec toi!",
+        "J'espère te voir bientôt, et nous parlerons de bouche à bouche. Que la paix soit avec toi!",
+    ),
+    # LSG, 2 Corinthians 13:12: a half-verse reference
+    ("(13:12b) Tous les saints vous saluent.", "Tous les saints vous saluent."),
+    # LSG, Leviticus 6:2: a reference that lost its closing parenthesis
+    ("(5:21 Lorsque quelqu'un péchera", "Lorsque quelqu'un péchera"),
+    # LSG, 1 Samuel 6:19: brackets inside a verse
+    ("il frappa [cinquante mille] soixante-dix hommes", "il frappa cinquante mille soixante-dix hommes"),
+    # WEB, Psalm 1:6 and Job 42:17: the next psalm's heading appended to the verse
+    (
+        "For Yahweh knows the way of the righteous, But the way of the wicked shall perish. Psalm 2",
+        "For Yahweh knows the way of the righteous, But the way of the wicked shall perish.",
+    ),
+    ("So Job died, being old and full of days. BOOK I Psalm 1", "So Job died, being old and full of days."),
+    (
+        "Salvation belongs to Yahweh. Your blessing be on your people. Selah. Psalm 4 For the Chief Musician; on "
+        "stringed instruments. A Psalm by David.",
+        "Salvation belongs to Yahweh. Your blessing be on your people. Selah.",
+    ),
+    # Psalm 119's acrostic letters: appended by WEB, leading in KJV
+    (
+        "I will observe your statutes. Don`t utterly forsake me. BEIT",
+        "I will observe your statutes. Don't utterly forsake me.",
+    ),
+    ("endures forever. SIN AND SHIN", "endures forever."),
+    ("ALEPH. Blessed are the undefiled in the way", "Blessed are the undefiled in the way"),
+    # KJV keeps trailing spaces on some verses
+    ("And the LORD spake unto Moses, saying, ", "And the LORD spake unto Moses, saying,"),
+]
+
+
+@pytest.mark.parametrize(("raw", "cleaned"), REAL_VERSES)
+def test_clean_real_verses(raw, cleaned):
+    assert bible.clean(raw) == cleaned
+
+
+def test_clean_characters_not_in_this_database():
+    # Soft hyphens and typographic apostrophes occur in other editions; none survive cleaning.
+    assert bible.clean("bé\xadni\xadsse l’Éternel ‘x´ y\u200b z") == "bénisse l'Éternel 'x' y z"
+    assert bible.clean("  (1:1)  \n ") == ""
+    assert bible.clean("a\t\n b") == "a b"
+
+
+def test_database_is_opened_read_only():
+    with pytest.raises(sqlite3.OperationalError):
+        with bible.connect() as db:
+            db.execute("DELETE FROM bible WHERE bbName = 'zz'")
+
+
+@pytest.mark.parametrize("code", sorted(bible.TRANSLATIONS))
+def test_verses_are_clean_and_aligned(code):
+    text = bible.verses(code)
+    assert len(text) == 31102
+    assert list(text)[:2] == [(1, 1, 1), (1, 1, 2)]
+    dirty = re.compile(r"[`\[\]\xad’]|\(\d+:\d+|Psalm \d|^\s|\s$|\s\s")
+    assert [v for v in text.values() if dirty.search(v)] == []
+    assert all(text.values())
+
+
+def test_verses_examples_and_unknown_code():
+    web = bible.verses(corpora.WEB)
+    assert "God's Spirit" in web[(1, 1, 2)]
+    assert web[(43, 11, 35)] == "Jesus wept."
+    assert bible.verses(corpora.LSG)[(19, 3, 1)].startswith("O Éternel")
+    with pytest.raises(ValueError, match="known codes"):
+        bible.verses("no such code")
+
+
+def _books_by_text(code: str) -> dict[str, set[int]]:
+    books = defaultdict(set)
+    for (book, _, _), text in bible.verses(code).items():
+        books[text].add(book)
+    return books
+
+
+def test_splits_are_whole_books():
+    held_out = set(corpora.VALIDATION_BOOKS) | set(corpora.TEST_BOOKS)
+    assert not set(corpora.VALIDATION_BOOKS) & set(corpora.TEST_BOOKS)
+    assert {corpora.split_of(b) for b in range(1, 67)} == set(corpora.SPLITS)
+    assert {b for b in range(1, 67) if corpora.split_of(b) != "train"} == held_out
+    # Books from both testaments in each held-out split.
+    for books in (corpora.VALIDATION_BOOKS, corpora.TEST_BOOKS):
+        assert min(books) <= 39 < max(books)
+
+
+def test_lm_columns_sizes_and_no_book_overlap():
+    data = corpora.lm()
+    assert {split: len(d) for split, d in data.items()} == {"train": 28748, "validation": 1124, "test": 1230}
+    books = _books_by_text(corpora.WEB)
+    seen = {}
+    for split, d in data.items():
+        assert d.column_names == ["text"]
+        # Every text can come from a book of its own split; texts found in one book only pin that book down.
+        assert all(any(corpora.split_of(b) == split for b in books[t]) for t in d["text"])
+        seen[split] = {next(iter(books[t])) for t in d["text"] if len(books[t]) == 1}
+    assert seen["validation"] == set(corpora.VALIDATION_BOOKS)
+    assert seen["test"] == set(corpora.TEST_BOOKS)
+    assert not seen["train"] & (seen["validation"] | seen["test"])
+
+
+def test_mt_pairs_are_aligned_verses():
+    data = corpora.mt()
+    web, lsg = bible.verses(corpora.WEB), bible.verses(corpora.LSG)
+    assert data["train"].column_names == ["src", "tgt"]
+    assert data["train"][0] == {"src": web[(1, 1, 1)], "tgt": lsg[(1, 1, 1)]}
+    assert {split: len(d) for split, d in data.items()} == {"train": 28748, "validation": 1124, "test": 1230}
+    john = data["test"].filter(lambda row: row["src"] == web[(43, 11, 35)])
+    assert john["tgt"] == ["Jésus pleura."]
+
+
+def test_mt_limit_spreads_over_books():
+    data = corpora.mt(limit=60)
+    assert {len(d) for d in data.values()} == {60}
+    books = _books_by_text(corpora.WEB)
+    assert len({b for t in data["test"]["src"] for b in books[t]}) == len(corpora.TEST_BOOKS)
+    assert corpora.mt(limit=60)["train"]["tgt"] == data["train"]["tgt"]
+
+
+def test_lm_limit_keeps_contiguous_verses():
+    data = corpora.lm(limit=5)
+    web = bible.verses(corpora.WEB)
+    assert data["train"]["text"] == [web[(1, 1, v)] for v in range(1, 6)]
+
+
+def test_cls_balanced_with_neighbouring_negatives():
+    data = corpora.cls()
+    web_keys = defaultdict(list)
+    for key, text in bible.verses(corpora.WEB).items():
+        web_keys[text].append(key)
+    kjv = bible.verses(corpora.KJV)
+    assert data["train"].features["label"].names == ["different", "same"]
+    for split, d in data.items():
+        assert d.column_names == ["text_a", "text_b", "label"]
+        counts = Counter(d["label"])
+        assert counts[0] == counts[1] == len(d) // 2, split
+        for row in d:
+            # The same text can occur in several books; only the ones of this split can have produced the row.
+            keys = [k for k in web_keys[row["text_a"]] if corpora.split_of(k[0]) == split]
+            assert keys
+            if row["label"] == 1:
+                assert any(kjv[k] == row["text_b"] for k in keys)
+            else:
+                near = [(b, c, v + off) for b, c, v in keys for off in (-2, -1, 1, 2)]
+                assert any(kjv.get(n) == row["text_b"] for n in near)
+                assert all(kjv[k] != row["text_b"] for k in keys)
+    # Shuffled: the labels are not in blocks.
+    labels = data["test"]["label"][:40]
+    assert 0 < sum(labels) < 40
+
+
+def test_cls_is_deterministic_and_limit_keeps_balance():
+    small = corpora.cls(limit=51)
+    again = corpora.cls(limit=51)
+    for split in corpora.SPLITS:
+        assert small[split][:] == again[split][:]
+        assert len(small[split]) == 51
+        assert Counter(small[split]["label"]) == {1: 26, 0: 25}
+
+
+def test_near_repeats_are_not_negatives():
+    # Numbers 7 repeats itself; a neighbour saying the same as the true verse would be a wrong label.
+    kjv = bible.verses(corpora.KJV)
+    for key in [(4, 7, 14), (19, 136, 5), (1, 1, 1)]:
+        for n in corpora.negatives(key, kjv):
+            assert kjv[n] != kjv[key]
+            assert abs(n[2] - key[2]) in (1, 2) and n[:2] == key[:2]
+
+
+def test_build_rejects_unknown_task_and_bad_limit():
+    with pytest.raises(ValueError, match="unknown task"):
+        corpora.build("summarisation")
+    with pytest.raises(ValueError, match="positive"):
+        corpora.build("lm", limit=0)

@@ -1,0 +1,182 @@
+"""The training engine at smoke scale: learns, is deterministic, resumes exactly after kill -9."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from heads.config import resolve
+from heads.io import read_jsonl
+from heads.run import RunConflict, train_run
+from heads.surgery import CheckpointError, head_layout, sites
+from heads.tasks import get_task
+from heads.train.checkpoint import load_checkpoint
+from heads.train.loop import Hook, NonFiniteLoss, Trainer
+
+TIMING = {"train_seconds", "wall", "tokens_per_s", "peak_mem_mb"}
+TASKS = ["lm", "mt", "cls"]
+
+
+@pytest.fixture(scope="session")
+def data_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("data")
+
+
+def smoke(task, data_root, *overrides):
+    return resolve(task, "smoke", None, [f"data.root={data_root}", "train.progress=false", *overrides])
+
+
+def untimed(records):
+    return [{k: v for k, v in r.items() if k not in TIMING} for r in records]
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_training_lowers_loss_and_reports_the_metric(task, data_root, tmp_path):
+    summary = train_run(smoke(task, data_root), tmp_path)
+    records = read_jsonl(tmp_path / "metrics.jsonl")
+    val = [r["val_loss"] for r in records if "val_loss" in r]
+    assert val[-1] < val[0]
+    assert summary["status"] == "ok" and summary["metric"] == get_task(task).metric
+    assert summary["value"] == summary["eval"][summary["metric"]]
+    if task == "mt":
+        assert summary["eval"]["bleu_signature"].startswith("nrefs:1|case:mixed")
+        assert "chrf" in summary["eval"]
+    if task == "lm":
+        assert summary["eval"]["bits_per_token"] > 0
+    for key in ("step", "tokens", "train_loss", "tokens_per_s", "peak_mem_mb", "flops", "train_seconds"):
+        assert key in records[-1]
+    for part in ("config.json", "model/model.safetensors", "model/tokenizer.json", "checkpoint/state.json"):
+        assert (tmp_path / part).exists(), part
+
+
+def test_same_seed_same_numbers(data_root, tmp_path):
+    a = train_run(smoke("lm", data_root), tmp_path / "a")
+    b = train_run(smoke("lm", data_root), tmp_path / "b")
+    assert a["eval"] == b["eval"]
+    assert untimed(read_jsonl(tmp_path / "a/metrics.jsonl")) == untimed(read_jsonl(tmp_path / "b/metrics.jsonl"))
+    c = train_run(smoke("lm", data_root, "train.seed=1"), tmp_path / "c")
+    assert c["eval"] != a["eval"]
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_kill_9_then_resume_equals_uninterrupted(task, data_root, tmp_path):
+    # dropout on, so RNG state must be restored too
+    overrides = ["train.dropout=0.1", "train.attention_dropout=0.1"]
+    whole = train_run(smoke(task, data_root, *overrides), tmp_path / "whole")
+    cut = tmp_path / "cut"
+    cmd = [
+        sys.executable,
+        "-m",
+        "heads.cli",
+        "train",
+        "--task",
+        task,
+        "--preset",
+        "smoke",
+        "--out",
+        str(cut),
+        f"data.root={data_root}",
+        "train.progress=false",
+        *overrides,
+    ]
+    env = {**os.environ, "HEADS_FAULT_KILL_AT_STEP": "15"}
+    killed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert json.loads((cut / "checkpoint/state.json").read_text())["step"] == 10
+    assert not (cut / "summary.json").exists()
+    resumed = train_run(smoke(task, data_root, *overrides), cut)
+    assert resumed["resumed"] and not whole["resumed"]
+    assert resumed["eval"] == whole["eval"]
+    assert untimed(read_jsonl(cut / "metrics.jsonl")) == untimed(read_jsonl(tmp_path / "whole/metrics.jsonl"))
+
+
+class PruneAt(Hook):
+    """Removes head 0 of every site at one step: pruning in the middle of training."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def on_step_end(self, trainer):
+        if trainer.step == self.step:
+            trainer.prune({s.name: [0] for s in sites(trainer.model)}, reason="test")
+
+
+class Crash(Hook, Exception):
+    def __init__(self, step=0):
+        self.step = step
+
+    def on_step_end(self, trainer):
+        if trainer.step == self.step:
+            raise Crash()
+
+
+def test_physical_pruning_mid_run_then_resume(data_root, tmp_path):
+    cfg = smoke("lm", data_root)
+    task = get_task("lm")
+    whole = Trainer(cfg, task, tmp_path / "whole", hooks=[PruneAt(5)])
+    stats = whole.train()
+    assert stats["heads"] == 2 * 3
+    events = read_jsonl(tmp_path / "whole/events.jsonl")
+    assert events[0]["event"] == "prune" and events[0]["step"] == 5
+    # a run that crashes at step 15 and resumes from the step-10 checkpoint (pruned already) ends identical
+    cut = tmp_path / "cut"
+    with pytest.raises(Crash):
+        Trainer(cfg, task, cut, hooks=[PruneAt(5), Crash(15)]).train()
+    second = Trainer(cfg, task, cut, hooks=[PruneAt(5), Hook()])
+    second.train()
+    assert head_layout(second.model) == head_layout(whole.model)
+    for a, b in zip(second.model.parameters(), whole.model.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert untimed(read_jsonl(cut / "metrics.jsonl")) == untimed(read_jsonl(tmp_path / "whole/metrics.jsonl"))
+
+
+class Poison(Hook):
+    def on_step_end(self, trainer):
+        if trainer.step == 12:
+            with torch.no_grad():
+                next(trainer.model.parameters()).fill_(float("nan"))
+
+
+def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(data_root, tmp_path):
+    trainer = Trainer(smoke("lm", data_root), get_task("lm"), tmp_path, hooks=[Poison()])
+    with pytest.raises(NonFiniteLoss, match="step 13.*last good checkpoint"):
+        trainer.train()
+    model, _, state = load_checkpoint(tmp_path / "checkpoint")
+    assert state["step"] == 10
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_corrupt_checkpoint_is_named(data_root, tmp_path):
+    train_run(smoke("lm", data_root, "train.steps=10"), tmp_path)
+    opt = tmp_path / "checkpoint/optimizer.safetensors"
+    opt.write_bytes(opt.read_bytes()[:100])
+    with pytest.raises(CheckpointError, match="optimizer.safetensors|unreadable"):
+        load_checkpoint(tmp_path / "checkpoint")
+
+
+def test_finished_run_is_not_redone_and_a_changed_config_is_refused(data_root, tmp_path):
+    first = train_run(smoke("lm", data_root, "train.steps=10"), tmp_path)
+    before = (tmp_path / "metrics.jsonl").read_text()
+    assert train_run(smoke("lm", data_root, "train.steps=10"), tmp_path) == first
+    assert (tmp_path / "metrics.jsonl").read_text() == before
+    with pytest.raises(RunConflict, match="train.lr"):
+        train_run(smoke("lm", data_root, "train.steps=10", "train.lr=0.5"), tmp_path)
+
+
+def test_cls_from_config_trains_with_its_own_tokenizer(data_root, tmp_path):
+    cfg = smoke(
+        "cls",
+        data_root,
+        "model.source=config",
+        "model.d=32",
+        "model.heads=4",
+        "model.layers=2",
+        "train.steps=5",
+        "train.lr=0.003",
+    )
+    summary = train_run(cfg, tmp_path)
+    assert summary["status"] == "ok" and 0.0 <= summary["value"] <= 1.0
+    assert len(sites(get_task("cls").build_model(cfg, get_task("cls").tokenizer(cfg)))) == 2
