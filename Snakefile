@@ -1,5 +1,7 @@
-# heads: one DAG from head surgery to the claims ledger. Stages live in
-# workflow/rules/*.smk; every rule calls the `heads` command line.
+# heads: one DAG from training through head pruning to the claims ledger. Stages live in
+# workflow/rules/*.smk; every rule calls the `heads` command line (the library knows nothing of Snakemake).
+import os
+
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -12,6 +14,10 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/posthoc.smk"
+include: "workflow/rules/analysis.smk"
 include: "workflow/rules/surgery.smk"
 include: "workflow/rules/bench.smk"
 
@@ -19,4 +25,5 @@ include: "workflow/rules/bench.smk"
 rule all:
     default_target: True
     input:
+        all_runs(),
         surgery_tables(),

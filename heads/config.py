@@ -67,6 +67,7 @@ class TrainConfig:
     # with any other busy process are up to 80x slower (OpenMP spin-waits); the workflow runs jobs side by side.
     threads: int = 1
     target: float | None = None  # validation loss that counts as "reached" (time-to-target)
+    snapshots: list = field(default_factory=list)  # steps at which to keep a copy of the model (training dynamics)
     progress: bool = True
 
 
@@ -134,6 +135,9 @@ def _check_type(key: str, value: Any, annotation: Any) -> Any:
     elif annotation is dict or origin is dict:
         if isinstance(value, dict):
             return value
+    elif annotation is list or origin is list:
+        if isinstance(value, (list, tuple)):
+            return list(value)
     elif origin is tuple:
         if isinstance(value, (list, tuple)) and len(value) == len(args):
             return tuple(_check_type(key, v, a) for v, a in zip(value, args, strict=True))
@@ -236,5 +240,8 @@ def validate(config: RunConfig) -> None:
     for name in ("steps", "log_every", "eval_every", "checkpoint_every", "eval_batches"):
         if getattr(t, name) < 1:
             raise ConfigError(f"train.{name}: must be >= 1, got {getattr(t, name)}")
+    from heads.strategies import build_strategy
+
+    build_strategy(config.strategy.name, config.strategy.params)  # unknown name or bad parameter -> ConfigError
     if config.data.batch_size < 1 or config.data.seq_len < 2:
         raise ConfigError("data.batch_size must be >= 1 and data.seq_len >= 2")

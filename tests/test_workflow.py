@@ -38,7 +38,7 @@ def test_bad_config_fails_before_any_job_naming_the_key():
 
 
 def test_cli_help_lists_commands():
-    run = subprocess.run([sys.executable, "-m", "heads.cli", "--help"], capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "-m", "heads", "--help"], capture_output=True, text=True)
     assert run.returncode == 0
     assert "inspect" in run.stdout and "prune" in run.stdout
 

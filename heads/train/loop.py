@@ -40,6 +40,13 @@ class Hook:
 
     def on_start(self, trainer: Trainer) -> None: ...
 
+    def before_step(self, trainer: Trainer) -> None:
+        """Right before the forward pass (e.g. sample stochastic gates)."""
+
+    def penalty(self, trainer: Trainer):
+        """A term added to this step's loss (e.g. an L0 penalty), or None."""
+        return None
+
     def on_step_end(self, trainer: Trainer) -> None: ...
 
     def on_end(self, trainer: Trainer) -> None: ...
@@ -184,9 +191,16 @@ class Trainer:
         while self.step < t.steps:
             started = time.perf_counter()
             for group in self.optimizer.param_groups:
-                group["lr"] = lr_at(self.step, t.lr, t.warmup, t.steps, t.schedule)
+                # a group may carry its own base rate (e.g. L0 gate parameters); the schedule shapes all alike
+                group["lr"] = lr_at(self.step, group.get("base_lr", t.lr), t.warmup, t.steps, t.schedule)
             batch = next(self.batcher)
+            for hook in self.hooks:
+                hook.before_step(self)
             loss = self.task.loss(self.model, batch, cfg)
+            for hook in self.hooks:
+                extra = hook.penalty(self)
+                if extra is not None:
+                    loss = loss + extra
             if not torch.isfinite(loss):
                 raise NonFiniteLoss(
                     f"step {self.step + 1}: the training loss is {loss.item()}; the run stopped. "
@@ -218,6 +232,10 @@ class Trainer:
                 self.metrics.write(self._record(window_loss / window_n, val, (window_tokens, window_time)))
                 progress.set_postfix(loss=f"{window_loss / window_n:.3f}")
                 window_loss, window_n, window_tokens, window_time = 0.0, 0, 0, 0.0
+            if self.step in t.snapshots:
+                from heads.surgery import save
+
+                save(self.model, self.out / "snapshots" / f"step-{self.step}")
             if self.step % t.checkpoint_every == 0 or self.step == t.steps:
                 self.save_checkpoint()
         progress.close()

@@ -3,11 +3,11 @@
 
 rule prune_uniform:
     output:
-        directory("results/runs/surgery/{source}_keep{keep}"),
+        directory(f"{RUNS}/surgery/{{source}}_keep{{keep}}"),
     log:
-        "logs/surgery/prune_{source}_keep{keep}.log",
+        f"logs/{PRESET}/surgery/prune_{{source}}_keep{{keep}}.log",
     benchmark:
-        "logs/benchmarks/surgery/prune_{source}_keep{keep}.tsv"
+        f"logs/{PRESET}/benchmarks/surgery/prune_{{source}}_keep{{keep}}.tsv"
     conda:
         "../../environment.yml"
     params:
@@ -19,15 +19,15 @@ rule prune_uniform:
 
 rule surgery_table:
     input:
-        "results/runs/surgery/{source}_keep{keep}",
+        f"{RUNS}/surgery/{{source}}_keep{{keep}}",
     output:
         report(
-            "results/surgery/{source}_keep{keep}.md",
+            f"{OUT}/surgery/{{source}}_keep{{keep}}.md",
             caption="report/surgery.rst",
             category="Head surgery",
         ),
     log:
-        "logs/surgery/inspect_{source}_keep{keep}.log",
+        f"logs/{PRESET}/surgery/inspect_{{source}}_keep{{keep}}.log",
     conda:
         "../../environment.yml"
     params:

@@ -1,0 +1,143 @@
+"""``heads speed`` (measured inference speed of pruned copies) and ``heads roles`` (Voita's head roles)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from heads.cli.common import add_run_options, fail, load_for_task, parse_params, resolve_source, scoring_batches
+
+
+def cmd_speed(args: argparse.Namespace) -> int:
+    import torch
+
+    from heads.analysis.inputs import forward_inputs
+    from heads.analysis.speed import fixed_batches, layout_at_ratio, measure_speed, pruned_copy, speed_rows
+    from heads.io import write_json
+    from heads.surgery import install
+
+    if args.threads < 1:
+        raise fail(f"speed: --threads must be >= 1, got {args.threads}")
+    if args.repeats < 1 or args.examples < 1 or args.warmup < 0:
+        raise fail("speed: --repeats and --examples must be >= 1, --warmup >= 0")
+    if any(b < 1 for b in args.batches):
+        raise fail(f"speed: batch sizes must be >= 1, got {args.batches}")
+    bad = [r for r in args.ratios if not 0.0 <= r <= 1.0 or (args.scorer and r >= 1.0)]
+    if bad:
+        raise fail(f"speed: ratios must be in [0, 1) ([0, 1] without --scorer), got {bad}")
+    torch.set_num_threads(args.threads)
+    started = time.time()
+    loaded = load_for_task(args)
+    model = loaded.model.eval()
+    scores = None
+    if args.scorer:
+        from heads.scoring import compute_scores
+
+        try:
+            scores = compute_scores(args.scorer, model, scoring_batches(loaded, args.split, args.score_batches),
+                                    **parse_params(args.param))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise fail(f"speed: {exc}") from None
+    if args.attention == "gated":
+        install(model)
+    else:
+        model.set_attn_implementation(args.attention)
+    ratios = sorted({0.0, *(float(r) for r in args.ratios)})
+    try:
+        variants = {r: pruned_copy(model, layout_at_ratio(model, r, scores, args.scope, args.floor)) for r in ratios}
+    except ValueError as exc:
+        raise fail(f"speed: {exc}") from None
+    examples = loaded.task.examples(loaded.cfg, loaded.tokenizer, args.split)
+    batches = {}
+    for size in sorted(set(args.batches)):
+        count = max(1, args.examples // size)
+        batches[size] = [forward_inputs(model, b, labels=False)
+                         for b in fixed_batches(examples, size, count, loaded.task.collate)]
+
+    def progress(message: str) -> None:
+        print(f"heads speed: {message} ({time.time() - started:.0f} s)", file=sys.stderr)
+
+    rows = measure_speed(variants, batches, repeats=args.repeats, warmup=args.warmup, progress=progress)
+    rows = speed_rows(rows)
+    for r in rows:
+        r.update(threads=args.threads, scorer=args.scorer or "uniform", attention=args.attention,
+                 split=args.split, max_len=max(_width(b) for b in batches[r["batch"]]),
+                 mean_len=sum(_width(b) for b in batches[r["batch"]]) / len(batches[r["batch"]]))
+    if args.out:
+        write_json(args.out, rows)
+    print(f"{'ratio':>6} {'batch':>5} {'heads':>5} {'params':>11} {'ex/s':>9} {'speedup':>8} {'load':>5}")
+    for r in rows:
+        speedup = f"{r['speedup']:.3f}" if r["speedup"] is not None else "-"
+        load = f"{r['load_avg']:.2f}" if r["load_avg"] is not None else "-"
+        print(f"{r['ratio']:>6.3g} {r['batch']:>5} {r['heads']:>5} {r['params']:>11,} "
+              f"{r['examples_per_s']:>9.1f} {speedup:>8} {load:>5}")
+    print(f"heads speed: {time.time() - started:.1f} s in all", file=sys.stderr)
+    return 0
+
+
+def _width(batch: dict) -> int:
+    """Padded length of a batch's (encoder) inputs."""
+    ids = batch.get("input_ids")
+    return int(ids.shape[1]) if ids is not None and ids.dim() > 1 else 0
+
+
+def cmd_roles(args: argparse.Namespace) -> int:
+    from heads.analysis.roles import role_table, roles_result
+    from heads.io import write_json
+    from heads.surgery import load
+
+    loaded = load_for_task(args)
+    reference = load(resolve_source(args.reference)) if args.reference else None
+    batches = scoring_batches(loaded, args.split, args.batches)
+    try:
+        table = role_table(loaded.model, batches, reference=reference, threshold=args.threshold)
+    except ValueError as exc:
+        raise fail(f"roles: {exc}") from None
+    result = roles_result(table, source=str(args.source), reference=args.reference, split=args.split,
+                          batches=len(batches), threshold=args.threshold)
+    if args.out:
+        write_json(args.out, result)
+    print(f"{'site':<12} {'head':>4} {'conf':>6} {'pos':>6} kept")
+    for r in table:
+        pos = f"{r.positional:.3f}" if r.positional is not None else "-"
+        mark = "*" if r.is_positional else " "
+        print(f"{r.label:<12} {r.head:>4} {r.confidence:>6.3f} {pos:>6}{mark} {'yes' if r.kept else 'no'}")
+    print(json.dumps(result["summary"], indent=2))
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("speed", help="measured inference examples/s of pruned copies at several ratios and batch sizes")
+    p.add_argument("source", help="run folder (its config applies), model folder (with --task) or minilm")
+    add_run_options(p, required=False)
+    p.add_argument("--ratios", type=float, nargs="+", default=[0.0, 0.25, 0.5],
+                   help="shares of heads removed (ratio 0 is always measured; default 0 0.25 0.5)")
+    p.add_argument("--batches", type=int, nargs="+", default=[1, 32], help="batch sizes (default 1 32)")
+    p.add_argument("--repeats", type=int, default=5, help="timed passes per ratio and batch size (median; default 5)")
+    p.add_argument("--examples", type=int, default=32,
+                   help="examples per timed pass: examples // batch batches, at least one (default 32)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed passes per variant first (default 1)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.add_argument("--split", default="validation", help="examples timed on, and scored on with --scorer")
+    p.add_argument("--scorer", help="prune by this scorer (e.g. importance) instead of uniformly, first heads kept")
+    p.add_argument("--param", nargs="*", default=[], metavar="KEY=VALUE", help="scorer parameters")
+    p.add_argument("--scope", default="global", choices=["global", "per_site"], help="with --scorer (default global)")
+    p.add_argument("--floor", type=int, default=1, help="heads every site keeps with --scorer (default 1)")
+    p.add_argument("--score-batches", type=int, default=8, help="batches the scorer sees (default 8)")
+    p.add_argument("--attention", default="gated", choices=["gated", "sdpa", "eager"],
+                   help="attention implementation timed (default gated: the project's sdpa path, no gates set)")
+    p.add_argument("--out", type=Path, help="write the rows as JSON here")
+    p.set_defaults(func=cmd_speed)
+
+    p = sub.add_parser("roles", help="Voita's head roles (confidence, positional) of every head")
+    p.add_argument("source", help="run folder (its config applies), model folder (with --task) or minilm")
+    add_run_options(p, required=False)
+    p.add_argument("--reference", help="the unpruned model SOURCE came from: report all its heads, with kept flags")
+    p.add_argument("--split", default="validation")
+    p.add_argument("--batches", type=int, default=4, help="number of batches (default 4)")
+    p.add_argument("--threshold", type=float, default=0.9, help="positional when this share is reached (default 0.9)")
+    p.add_argument("--out", type=Path, help="write the result JSON here")
+    p.set_defaults(func=cmd_roles)

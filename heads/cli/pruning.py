@@ -1,0 +1,205 @@
+"""``heads list``, ``heads score``, ``heads prune``, ``heads ablate``, ``heads curve``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from heads.cli.common import add_run_options, fail, load_for_task, parse_params, resolve_source, scoring_batches
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from heads.scoring import list_scorers
+    from heads.strategies import STRATEGIES
+    from heads.strategies.registry import load_plugins
+    from heads.tasks import TASKS
+
+    load_plugins()
+    sections = {
+        "tasks": {name: cls.description for name, cls in sorted(TASKS.items())},
+        "scorers": dict(sorted(list_scorers().items())),
+        "strategies": {name: cls.description() for name, cls in sorted(STRATEGIES.items())},
+    }
+    for title, rows in sections.items():
+        print(f"{title}:")
+        width = max(len(n) for n in rows)
+        for name, text in rows.items():
+            print(f"  {name:<{width}}  {text}")
+    return 0
+
+
+def _scorer_params(args) -> dict:
+    return parse_params(args.param)
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from heads.io import write_json
+    from heads.scoring import compute_scores
+    from heads.surgery import head_layout
+
+    loaded = load_for_task(args)
+    batches = scoring_batches(loaded, args.split, args.batches)
+    try:
+        scores = compute_scores(args.scorer, loaded.model, batches, **_scorer_params(args))
+    except (KeyError, TypeError) as exc:
+        raise fail(f"score: {exc}") from None
+    layout = head_layout(loaded.model)
+    result = {"scorer": args.scorer, "params": _scorer_params(args), "split": args.split, "batches": len(batches),
+              "scores": {site: {"heads": layout[site], "values": v.tolist()} for site, v in scores.items()}}
+    if args.out:
+        write_json(args.out, result)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def parse_remove(items: Sequence[str]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for item in items:
+        site, sep, heads = item.partition(":")
+        if not sep or not heads:
+            raise fail(f"--remove takes SITE:H[,H...], got {item!r}")
+        try:
+            out.setdefault(site, []).extend(int(h) for h in heads.split(","))
+        except ValueError:
+            raise fail(f"head indices must be integers in {item!r}") from None
+    return out
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    from heads.cli.surgery import markdown, site_table
+    from heads.io import write_json
+    from heads.surgery import apply_layout, load, prune_heads, save, uniform_layout
+
+    modes = [args.keep is not None, bool(args.remove), args.strategy is not None]
+    if sum(modes) != 1:
+        raise fail("prune: give exactly one of --keep K, --remove SITE:H,..., or --strategy NAME")
+    if args.keep is not None and args.keep < 0:
+        raise fail(f"prune: --keep must be >= 0, got {args.keep}")
+    loaded = None
+    if args.strategy is not None:
+        from heads.config import ConfigError
+        from heads.strategies import build_strategy
+
+        try:
+            strategy = build_strategy(args.strategy, parse_params(args.param))
+        except ConfigError as exc:
+            raise fail(f"prune: {exc}") from None
+        loaded = load_for_task(args)
+        model = loaded.model
+        remove = strategy.select(model, scoring_batches(loaded, args.split, getattr(strategy.params, "batches", 8)))
+    else:
+        model = load(resolve_source(args.source))
+        remove = None
+    try:
+        if args.keep is not None:
+            apply_layout(model, uniform_layout(model, args.keep))
+        else:
+            prune_heads(model, remove if remove is not None else parse_remove(args.remove))
+    except (KeyError, ValueError) as exc:
+        raise fail(f"prune: {exc}") from None
+    save(model, args.out)
+    if loaded is not None:
+        loaded.tokenizer.save_pretrained(args.out)
+        write_json(Path(args.out) / "pruning.json", {"strategy": args.strategy, "params": parse_params(args.param),
+                                                     "removed": remove})
+        if args.evaluate:
+            result = loaded.task.evaluate(model, loaded.cfg, loaded.tokenizer, loaded.cfg.eval.split)
+            write_json(Path(args.out) / "eval.json", result)
+            print(json.dumps(result, indent=2))
+    print(markdown(site_table(model, args.seq_len)), end="")
+    return 0
+
+
+def cmd_ablate(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from heads.io import write_json
+    from heads.scoring import AblationParams, ablation_table, all_but_one
+
+    loaded = load_for_task(args)
+    batches = scoring_batches(loaded, args.split, args.batches)
+    params = AblationParams(test=args.test, chunk=args.chunk)
+    table = ablation_table(loaded.model, batches, params)
+    result = {
+        "baseline_loss": table.baseline_loss, "baseline_accuracy": table.baseline_accuracy,
+        "examples": table.examples, "test": args.test,
+        "heads": [asdict(r) for r in table.rows],
+        "all_but_one": {site: asdict(r) for site, r in all_but_one(loaded.model, batches, chunk=args.chunk).items()},
+    }
+    write_json(args.out, result)
+    significant = sum(r.significant for r in table.rows)
+    print(f"{len(table.rows)} heads ablated one at a time; {significant} change the loss significantly -> {args.out}")
+    return 0
+
+
+def cmd_curve(args: argparse.Namespace) -> int:
+    from heads.config import ConfigError
+    from heads.io import write_json
+    from heads.strategies import build_strategy
+
+    try:
+        strategy = build_strategy("iterative", parse_params(args.param))
+    except ConfigError as exc:
+        raise fail(f"curve: {exc}") from None
+    loaded = load_for_task(args)
+    batches = scoring_batches(loaded, args.split, strategy.params.batches)
+
+    def evaluate(model) -> dict:
+        result = loaded.task.evaluate(model, loaded.cfg, loaded.tokenizer, loaded.cfg.eval.split)
+        return {k: v for k, v in result.items() if isinstance(v, (int, float))}
+
+    points = strategy.curve(loaded.model, batches, evaluate)
+    write_json(args.out, {"strategy": "iterative", "params": parse_params(args.param), "metric": loaded.task.metric,
+                          "points": points})
+    for p in points:
+        print(f"{p['ratio']:.3f} pruned: {loaded.task.metric} {p[loaded.task.metric]:.4f}")
+    return 0
+
+
+def _scoring_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("source", help="run folder (its config applies) or model folder (with --task)")
+    add_run_options(p, required=False)
+    p.add_argument("--split", default="validation", help="data the scores are computed on (default validation)")
+    p.add_argument("--batches", type=int, default=8, help="number of batches (default 8)")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("list", help="registered tasks, scorers and strategies, one line each")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("score", help="one score per head per site (higher = keep)")
+    _scoring_options(p)
+    p.add_argument("--scorer", required=True, help="importance | ablation | similarity | js | confidence | ...")
+    p.add_argument("--param", nargs="*", default=[], metavar="KEY=VALUE", help="scorer parameters")
+    p.add_argument("--out", type=Path, help="write the scores as JSON here")
+    p.set_defaults(func=cmd_score)
+
+    p = sub.add_parser("prune", help="physically remove heads and save the smaller checkpoint")
+    p.add_argument("source", help="run, checkpoint or shipped model (see inspect)")
+    add_run_options(p, required=False)
+    p.add_argument("--keep", type=int, help="keep the first K heads of every site")
+    p.add_argument("--remove", nargs="+", default=[], metavar="SITE:H,H", help="remove these heads (original ids)")
+    p.add_argument("--strategy", help="a post-hoc strategy (posthoc, iterative) choosing the heads")
+    p.add_argument("--param", nargs="*", default=[], metavar="KEY=VALUE", help="strategy parameters (ratio=0.3 ...)")
+    p.add_argument("--split", default="validation", help="data the strategy scores on")
+    p.add_argument("--evaluate", action="store_true", help="evaluate the pruned model (writes OUT/eval.json)")
+    p.add_argument("--out", required=True, type=Path, help="folder to save the pruned checkpoint to")
+    p.add_argument("--seq-len", type=int, default=128)
+    p.set_defaults(func=cmd_prune)
+
+    p = sub.add_parser("ablate", help="Michel's single-head ablation table and all-but-one per site")
+    _scoring_options(p)
+    p.add_argument("--test", default="loss", choices=["loss", "accuracy"], help="paired test per head")
+    p.add_argument("--chunk", type=int, default=8, help="ablations per batched forward pass")
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=cmd_ablate)
+
+    p = sub.add_parser("curve", help="iterative pruning curve: metric at every level")
+    p.add_argument("source", help="run folder or model folder (with --task)")
+    add_run_options(p, required=False)
+    p.add_argument("--split", default="validation")
+    p.add_argument("--param", nargs="*", default=[], metavar="KEY=VALUE", help="e.g. scorer=importance step=0.1 max_ratio=0.8")
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=cmd_curve)

@@ -1,0 +1,76 @@
+"""``heads report`` (one replication's tables and figures) and ``heads claims`` (the claims ledger)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from heads.cli.common import fail
+
+
+def _tree(runs: Path):
+    from heads.report import RunTree
+
+    tree = RunTree(runs)
+    if not runs.is_dir():
+        print(f"heads: warning: {runs} does not exist; rendering empty tables", file=sys.stderr)
+    failed = [r for r in tree.runs if r.failed]
+    if failed:
+        print(f"{len(failed)} of {len(tree.runs)} runs not ok (kept and marked): "
+              + ", ".join(f"{r.name} [{r.status}]" for r in failed[:5]) + (" ..." if len(failed) > 5 else ""),
+              file=sys.stderr)
+    for problem in tree.problems:
+        print(f"heads: warning: {problem}", file=sys.stderr)
+    return tree
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from heads.report import REPLICATIONS, ClaimSpecError, render_replication
+
+    if args.replication not in REPLICATIONS:
+        raise fail(f"report: unknown replication {args.replication!r}; known: {', '.join(REPLICATIONS)}")
+    tree = _tree(args.runs)
+    try:
+        written = render_replication(args.replication, tree, args.out, args.replications, args.figures_only)
+    except ClaimSpecError as exc:
+        raise fail(f"report: {exc}") from None
+    for path in written:
+        print(path)
+    return 0
+
+
+def cmd_claims(args: argparse.Namespace) -> int:
+    from collections import Counter
+
+    from heads.report import ClaimSpecError, evaluate_all, load_all, write_ledger
+
+    try:
+        claims = load_all(args.replications)
+    except ClaimSpecError as exc:
+        raise fail(f"claims: {exc}") from None
+    if not claims:
+        raise fail(f"claims: no {args.replications}/*/claims.yaml found")
+    results = evaluate_all(claims, _tree(args.runs))
+    for path in write_ledger(results, args.out):
+        print(path)
+    counts = Counter(r.verdict for r in results)
+    print(", ".join(f"{v}: {n}" for v, n in sorted(counts.items())))
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("report", help="render one replication's tables (CSV + Markdown) and figures (PNG)")
+    p.add_argument("--runs", type=Path, required=True, help="the run tree, OUT/runs")
+    p.add_argument("--replication", required=True, help="michel2019 | voita2019 | overprovisioning | training_time")
+    p.add_argument("--out", type=Path, required=True, help="folder to write to, e.g. OUT/michel2019")
+    p.add_argument("--replications", type=Path, default=Path("replications"),
+                   help="folder of replication specs; the replication's claims go to OUT/claims.md")
+    p.add_argument("--figures-only", action="store_true", help="render the figures only")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("claims", help="evaluate every replications/*/claims.yaml: OUT/CLAIMS.md, OUT/claims.csv")
+    p.add_argument("--runs", type=Path, required=True, help="the run tree, OUT/runs")
+    p.add_argument("--replications", type=Path, default=Path("replications"), help="folder of replication specs")
+    p.add_argument("--out", type=Path, required=True, help="folder for CLAIMS.md and claims.csv, e.g. OUT")
+    p.set_defaults(func=cmd_claims)

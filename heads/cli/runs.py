@@ -1,0 +1,84 @@
+"""``heads data prepare``, ``heads train``, ``heads evaluate``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from heads.cli.common import add_run_options, fail, load_for_task, run_config
+
+
+def cmd_data_prepare(args: argparse.Namespace) -> int:
+    """Prepare data (and, with --preset, the preset's tokenizer too, so parallel jobs never race to train it)."""
+    from heads.data.prepare import prepare
+
+    for task in args.task:
+        if args.preset:
+            from heads.config import ConfigError, resolve
+            from heads.tasks import get_task
+
+            try:
+                cfg = resolve(task, args.preset, None, [f"data.root={args.root}"])
+            except ConfigError as exc:
+                raise fail(f"bad configuration: {exc}") from None
+            task_obj = get_task(task)
+            path = task_obj.data_path(cfg)
+            task_obj.tokenizer(cfg)
+        else:
+            path = prepare(task, source=args.source, root=args.root, limit=args.limit, hub_path=args.hub_path)
+        print(f"{task}: {path}")
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from heads.run import RunConflict, train_run
+    from heads.train.loop import NonFiniteLoss
+
+    cfg = run_config(args)
+    try:
+        summary = train_run(cfg, args.out)
+    except RunConflict as exc:
+        raise fail(f"train: {exc}") from None
+    except NonFiniteLoss as exc:
+        print(f"heads train: {exc}", file=sys.stderr)
+        return 3
+    print(json.dumps({k: summary[k] for k in ("status", "metric", "value", "steps", "train_seconds")}, indent=2))
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from heads.io import write_json
+
+    loaded = load_for_task(args)
+    result = loaded.task.evaluate(loaded.model, loaded.cfg, loaded.tokenizer, args.split or loaded.cfg.eval.split)
+    if args.out:
+        write_json(args.out, result)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("data", help="prepare datasets (offline corpora or hub datasets)")
+    data_sub = p.add_subparsers(dest="data_command", required=True, metavar="ACTION")
+    q = data_sub.add_parser("prepare", help="write a task's data once (Arrow + checksum) under --root")
+    q.add_argument("--task", nargs="+", default=["lm", "mt", "cls"], help="tasks to prepare (default all)")
+    q.add_argument("--source", default="offline", choices=["offline", "hub"])
+    q.add_argument("--root", type=Path, default=Path("resources/data"))
+    q.add_argument("--limit", type=int, help="at most this many rows per split")
+    q.add_argument("--hub-path", help="a local folder in the hub's format instead of the hub id")
+    q.add_argument("--preset", help="prepare what this preset's runs use (data source, limit, tokenizer)")
+    q.set_defaults(func=cmd_data_prepare)
+
+    p = sub.add_parser("train", help="train one run (resumes from its checkpoint; a finished run is not redone)")
+    add_run_options(p)
+    p.add_argument("--out", type=Path, required=True, help="run folder: config, metrics, checkpoint, model, summary")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("evaluate", help="evaluate a saved model on a split with the task metric")
+    p.add_argument("source", help="run folder (its config applies) or model folder (with --task)")
+    add_run_options(p, required=False)
+    p.add_argument("--split", help="validation | test (default from the config)")
+    p.add_argument("--out", type=Path, help="also write the result JSON here")
+    p.set_defaults(func=cmd_evaluate)

@@ -1,0 +1,67 @@
+"""Score -> select, shared by the strategies that prune by a scorer or by redundancy."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import torch
+from torch import nn
+
+from heads.scoring import compute_scores
+from heads.scoring.select import group_sizes, select
+from heads.scoring.similarity import similarity_matrices
+from heads.surgery import head_layout
+
+
+def score_and_select(
+    model: nn.Module, batches: Iterable[dict], scorer: str, ratio: float, scope: str = "global",
+    floor: int = 1, seed: int = 0, scorer_params: Mapping | None = None,
+) -> dict[str, list[int]]:
+    """Heads to remove: the lowest-scoring ``ratio`` of the current heads (whole groups under GQA)."""
+    if ratio <= 0:
+        return {}
+    scores = compute_scores(scorer, model, list(batches), **dict(scorer_params or {}))
+    return select(scores, ratio, scope=scope, floor=floor, seed=seed, layout=head_layout(model),
+                  group_size=group_sizes(model))
+
+
+def redundant_to_remove(
+    model: nn.Module, batches: Iterable[dict], threshold: float, floor: int = 1, max_remove: int | None = None
+) -> dict[str, list[int]]:
+    """Per site, drop heads whose output has a kept partner with cosine > ``threshold``.
+
+    Greedy, most redundant first (highest summed similarity), so of two copies one survives;
+    never below ``floor`` heads per site; at most ``max_remove`` heads in all.
+    Grouped-query models: not supported here (redundancy is per query head; removal is per group).
+    """
+    if any(size > 1 for size in group_sizes(model).values()):
+        raise ValueError("redundancy pruning removes single heads; grouped-query models lose whole groups only")
+    layout = head_layout(model)
+    matrices = similarity_matrices(model, list(batches))
+    candidates = []  # (summed similarity, site, position)
+    for site, m in matrices.items():
+        if m.shape[0] < 2:
+            continue
+        off = m.clone().fill_diagonal_(0.0)
+        for pos, total in enumerate(off.sum(-1).tolist()):
+            candidates.append((total, site, pos))
+    candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
+    removed: dict[str, set[int]] = {site: set() for site in matrices}
+    budget = max_remove if max_remove is not None else len(candidates)
+    for _, site, pos in candidates:
+        if budget <= 0:
+            break
+        m, gone = matrices[site], removed[site]
+        if len(layout[site]) - len(gone) <= floor:
+            continue
+        partners = [p for p in range(m.shape[0]) if p != pos and p not in gone]
+        if partners and bool((m[pos, partners] > threshold).any()):
+            gone.add(pos)
+            budget -= 1
+    return {site: sorted(layout[site][p] for p in gone) for site, gone in removed.items() if gone}
+
+
+def reinitialise(model: nn.Module) -> None:
+    """Fresh weights for the (pruned) architecture, as a model built at this layout would get."""
+    with torch.no_grad():
+        model.apply(model._init_weights)

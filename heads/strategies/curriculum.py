@@ -1,0 +1,64 @@
+"""``curriculum``: waves of redundancy pruning at fractions of training with falling thresholds (D3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from heads.config import ConfigError
+from heads.strategies.base import Strategy, check_ratio
+from heads.strategies.common import redundant_to_remove
+from heads.strategies.registry import register_strategy
+from heads.surgery import head_layout, num_heads
+from heads.train.loop import Hook
+
+
+@dataclass
+class CurriculumParams:
+    # [fraction of training, cosine threshold]: heads with a kept partner above the threshold go
+    waves: list = field(default_factory=lambda: [[0.1, 0.9], [0.3, 0.85], [0.9, 0.8]])
+    max_ratio: float = 0.0  # never prune more than this share of the original heads; 0 = do nothing
+    probe_batches: int = 4
+    floor: int = 1
+
+    def check(self) -> None:
+        check_ratio("max_ratio", self.max_ratio)
+        for wave in self.waves:
+            if len(wave) != 2 or not 0 < wave[0] < 1 or not -1 <= wave[1] <= 1:
+                raise ConfigError(f"strategy.params.waves: {wave!r} is not [fraction in (0,1), threshold in [-1,1]]")
+
+
+class _Waves(Hook):
+    def __init__(self, p: CurriculumParams, steps: int):
+        self.p = p
+        self.at = {max(1, round(f * steps)): t for f, t in p.waves}
+        self.original: int | None = None
+
+    def on_start(self, trainer) -> None:
+        self.original = num_heads(head_layout(trainer.model))
+
+    def on_step_end(self, trainer) -> None:
+        threshold = self.at.get(trainer.step)
+        if threshold is None:
+            return
+        budget = int(self.p.max_ratio * self.original) - (self.original - num_heads(head_layout(trainer.model)))
+        if budget <= 0:
+            return
+        remove = redundant_to_remove(trainer.model, trainer.probe_batches(self.p.probe_batches, seed_offset=trainer.step),
+                                     threshold, self.p.floor, max_remove=budget)
+        trainer.prune(remove, reason=f"curriculum wave at step {trainer.step}, cosine > {threshold}")
+
+    def state_dict(self) -> dict:
+        return {"original": self.original}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.original = state["original"]
+
+
+@register_strategy("curriculum")
+class Curriculum(Strategy):
+    """Curriculum waves: prune heads whose outputs duplicate another's, at 10/30/90 % with thresholds 0.9/0.85/0.8."""
+
+    Params = CurriculumParams
+
+    def hooks(self, cfg):
+        return [_Waves(self.params, cfg.train.steps)] if self.params.max_ratio > 0 else []

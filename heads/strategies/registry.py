@@ -1,0 +1,47 @@
+"""The strategy registry: ``@register_strategy("name")``; strategies defined outside the package register the same way."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from heads.config import ConfigError
+from heads.strategies.base import Strategy
+
+STRATEGIES: dict[str, type[Strategy]] = {}
+
+
+def register_strategy(name: str):
+    def decorate(cls: type[Strategy]) -> type[Strategy]:
+        if name in STRATEGIES and STRATEGIES[name] is not cls:
+            raise ValueError(f"strategy {name!r} is already registered by {STRATEGIES[name].__name__}")
+        cls.name = name
+        STRATEGIES[name] = cls
+        return cls
+
+    return decorate
+
+
+def get_strategy(name: str) -> type[Strategy]:
+    if name not in STRATEGIES:
+        load_plugins()
+    if name not in STRATEGIES:
+        raise ConfigError(f"unknown strategy {name!r}; known strategies: {sorted(STRATEGIES)}")
+    return STRATEGIES[name]
+
+
+def build_strategy(name: str, params: Mapping[str, Any] | None = None) -> Strategy:
+    return get_strategy(name).from_dict(params)
+
+
+def load_plugins() -> None:
+    """Strategies from other packages: modules named in the ``heads.strategies`` entry-point group,
+    or in the ``HEADS_PLUGINS`` environment variable (comma-separated module names)."""
+    import importlib
+    import os
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="heads.strategies"):
+        ep.load()
+    for module in filter(None, os.environ.get("HEADS_PLUGINS", "").split(",")):
+        importlib.import_module(module.strip())

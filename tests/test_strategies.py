@@ -1,0 +1,133 @@
+"""Strategies: defaults do nothing; training-time strategies prune physically, deterministically, and say so."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from heads.config import resolve
+from heads.io import read_jsonl
+from heads.strategies import STRATEGIES, build_strategy
+from heads.surgery import head_layout, num_heads, sites
+from heads.surgery.families import family_of
+from heads.tasks import get_task
+from heads.train.loop import Hook, Trainer
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("data")
+
+
+def cfg_for(data_root, name, params=None, *overrides):
+    cfg = resolve("lm", "smoke", None, [f"data.root={data_root}", "train.progress=false", "train.steps=20",
+                                         f"strategy.name={name}", *overrides])
+    cfg.strategy.params.update(params or {})
+    return cfg
+
+
+def run(data_root, tmp_path, name, params=None, hooks=(), *overrides):
+    cfg = cfg_for(data_root, name, params, *overrides)
+    strategy = build_strategy(name, cfg.strategy.params)
+    trainer = Trainer(cfg, get_task("lm"), tmp_path, hooks=[*hooks, *strategy.hooks(cfg)])
+    trainer.train()
+    return trainer
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_default_parameters_do_nothing(name, data_root):
+    strategy = build_strategy(name, {})
+    assert strategy.hooks(cfg_for(data_root, "none")) == []
+    assert dataclasses.is_dataclass(strategy.params)
+
+
+@pytest.mark.parametrize(
+    "name,params,expected_heads",
+    [
+        ("scratch", {"keep": 2}, 4),
+        ("oneshot", {"ratio": 0.5}, 4),
+        ("oneshot", {"ratio": 0.25, "proxy_steps": 5, "reinit": True}, 6),
+        ("early", {"at_step": 10, "ratio": 0.25}, 6),
+        ("early", {"at_step": 10, "ratio": 0.5, "scope": "per_site", "scorer": "magnitude"}, 4),
+    ],
+)
+def test_training_time_pruning_removes_exact_counts(name, params, expected_heads, data_root, tmp_path):
+    trainer = run(data_root, tmp_path, name, params)
+    layout = head_layout(trainer.model)
+    assert num_heads(layout) == expected_heads
+    assert all(len(v) >= 1 for v in layout.values())
+    events = [e for e in read_jsonl(tmp_path / "events.jsonl") if e["event"] == "prune"]
+    assert sum(len(h) for e in events for h in e["removed"].values()) == 8 - expected_heads
+    assert sum(p.numel() for p in trainer.model.parameters()) < sum(
+        p.numel() for p in get_task("lm").build_model(trainer.cfg, trainer.tokenizer).parameters())
+
+
+def test_strategies_are_deterministic(data_root, tmp_path):
+    a = run(data_root, tmp_path / "a", "oneshot", {"ratio": 0.5, "proxy_steps": 5})
+    b = run(data_root, tmp_path / "b", "oneshot", {"ratio": 0.5, "proxy_steps": 5})
+    assert head_layout(a.model) == head_layout(b.model)
+    for x, y in zip(a.model.parameters(), b.model.parameters(), strict=True):
+        assert torch.equal(x, y)
+
+
+def test_scratch_with_a_matched_layout(data_root, tmp_path):
+    names = [s.name for s in sites(get_task("lm").build_model(cfg_for(data_root, "none"),
+                                                               get_task("lm").tokenizer(cfg_for(data_root, "none"))))]
+    layout = {names[0]: [1, 3], names[1]: [0]}
+    trainer = run(data_root, tmp_path, "scratch", {"layout": layout})
+    assert head_layout(trainer.model) == layout
+
+
+class Duplicate(Hook):
+    """Make head 1 an exact copy of head 0 in every site: a redundancy the waves must find."""
+
+    def on_start(self, trainer):
+        model = trainer.model
+        family = family_of(model)
+        with torch.no_grad():
+            for site in sites(model):
+                proj = family.projections(model, site)
+                d = site.head_dim
+                for lin in (proj.q, proj.k, proj.v):
+                    lin.weight[d : 2 * d] = lin.weight[:d]
+                # equal output columns too: the twins then get equal gradients and stay twins while training
+                proj.o.weight[:, d : 2 * d] = proj.o.weight[:, :d]
+
+
+def test_curriculum_and_dropout_regime_remove_duplicated_heads(data_root, tmp_path):
+    waves = run(data_root, tmp_path / "c", "curriculum", {"max_ratio": 0.5, "waves": [[0.1, 0.99]]},
+                hooks=[Duplicate()])
+    removed = [e for e in read_jsonl(tmp_path / "c/events.jsonl") if e["event"] == "prune"]
+    assert removed and removed[0]["step"] == 2
+    assert all(set(h) & {0, 1} for h in removed[0]["removed"].values())
+    assert num_heads(head_layout(waves.model)) < 8
+    regime = run(data_root, tmp_path / "d", "dropout_regime", {"high": 0.25, "low": 0.1, "threshold": 0.99},
+                 hooks=[Duplicate()])
+    events = read_jsonl(tmp_path / "d/events.jsonl")
+    redundancy = [e for e in events if e["event"] == "redundancy"][0]
+    assert redundancy["redundancy_ratio"] > 0
+    dropouts = [e["attention"] for e in events if e["event"] == "dropout"]
+    assert dropouts == [0.25, 0.1]
+    assert num_heads(head_layout(regime.model)) < 8
+
+
+class Useless(Hook):
+    """Zero the value rows and output columns of head 0 everywhere: its output is 0 whatever its gate."""
+
+    def on_start(self, trainer):
+        model = trainer.model
+        family = family_of(model)
+        with torch.no_grad():
+            for site in sites(model):
+                proj = family.projections(model, site)
+                proj.v.weight[: site.head_dim] = 0
+                proj.o.weight[:, : site.head_dim] = 0
+
+
+def test_l0_closes_the_gates_of_useless_heads(data_root, tmp_path):
+    trainer = run(data_root, tmp_path, "l0", {"lam": 0.001, "lr": 0.2, "init": 1.0}, [Useless()], "train.steps=40")
+    layout = head_layout(trainer.model)
+    assert all(0 not in kept for kept in layout.values())  # head 0 pruned everywhere
+    gates = [e for e in read_jsonl(tmp_path / "events.jsonl") if e["event"] == "l0_gates"][0]["gates"]
+    assert all(g[0] == 0.0 for g in gates.values())
+    assert num_heads(layout) > 2  # useful heads survive a small penalty

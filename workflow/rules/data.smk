@@ -1,0 +1,15 @@
+# Data: each task's corpus and tokenizer prepared once per preset, before any training job.
+
+
+rule prepare_data:
+    output:
+        touch(f"{DATA}/.ready-{{task}}-{PRESET}"),
+    log:
+        f"logs/{PRESET}/data/{{task}}.log",
+    conda:
+        "../../environment.yml"
+    params:
+        preset=PRESET,
+        root=lambda w, output: os.path.dirname(output[0]),
+    shell:
+        "heads data prepare --task {wildcards.task} --preset {params.preset} --root {params.root} > {log} 2>&1"
