@@ -18,6 +18,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/posthoc.smk"
 include: "workflow/rules/analysis.smk"
+include: "workflow/rules/report.smk"
 include: "workflow/rules/surgery.smk"
 include: "workflow/rules/bench.smk"
 
@@ -25,5 +26,5 @@ include: "workflow/rules/bench.smk"
 rule all:
     default_target: True
     input:
-        all_runs(),
+        report_outputs(),
         surgery_tables(),

@@ -9,20 +9,33 @@ from pathlib import Path
 from typing import Any
 
 
-def write_text(path: str | Path, text: str) -> Path:
+def write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write to a temp file beside ``path``, fsync, rename into place: complete or absent."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        # mkstemp makes the file private (0600); a result gets the mode any new file would.
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_json(path: str | Path, data: Any) -> Path:

@@ -18,39 +18,116 @@ PLUGINS = Path(__file__).parent / "plugins"
 def smoke_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("cli")
     out = root / "run"
-    assert main(["train", "--task", "lm", "--preset", "smoke", "--out", str(out), f"data.root={root / 'data'}",
-                 "train.progress=false"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "lm",
+                "--preset",
+                "smoke",
+                "--out",
+                str(out),
+                f"data.root={root / 'data'}",
+                "train.progress=false",
+            ]
+        )
+        == 0
+    )
     return out
 
 
 def test_list_names_every_registry(capsys):
     main(["list"])
     out = capsys.readouterr().out
-    for name in ("lm", "mt", "cls", "importance", "ablation", "similarity", "js", "confidence", "magnitude",
-                 "random", "none", "scratch", "posthoc", "iterative", "oneshot", "curriculum", "dropout_regime",
-                 "l0", "early"):
+    for name in (
+        "lm",
+        "mt",
+        "cls",
+        "importance",
+        "ablation",
+        "similarity",
+        "js",
+        "confidence",
+        "magnitude",
+        "random",
+        "none",
+        "scratch",
+        "posthoc",
+        "iterative",
+        "oneshot",
+        "curriculum",
+        "dropout_regime",
+        "l0",
+        "early",
+    ):
         assert f"  {name} " in out, name
 
 
 def test_score_prune_evaluate(smoke_run, tmp_path):
-    assert main(["score", str(smoke_run), "--scorer", "importance", "--batches", "2", "--out", str(tmp_path / "s.json")]) == 0
+    assert (
+        main(["score", str(smoke_run), "--scorer", "importance", "--batches", "2", "--out", str(tmp_path / "s.json")])
+        == 0
+    )
     scores = json.loads((tmp_path / "s.json").read_text())["scores"]
     assert all(len(v["values"]) == 4 for v in scores.values())
     out = tmp_path / "pruned"
-    assert main(["prune", str(smoke_run), "--strategy", "posthoc", "--param", "ratio=0.5", "batches=2",
-                 "--evaluate", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "prune",
+                str(smoke_run),
+                "--strategy",
+                "posthoc",
+                "--param",
+                "ratio=0.5",
+                "batches=2",
+                "--evaluate",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert sum(len(v) for v in json.loads((out / "config.json").read_text())["head_layout"].values()) == 4
     assert "perplexity" in json.loads((out / "eval.json").read_text())
-    assert main(["evaluate", str(out), "--task", "lm", "--preset", "smoke",
-                 f"data.root={smoke_run.parent / 'data'}", "--out", str(tmp_path / "e.json")]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(out),
+                "--task",
+                "lm",
+                "--preset",
+                "smoke",
+                f"data.root={smoke_run.parent / 'data'}",
+                "--out",
+                str(tmp_path / "e.json"),
+            ]
+        )
+        == 0
+    )
 
 
 def test_ablate_and_curve(smoke_run, tmp_path):
     assert main(["ablate", str(smoke_run), "--batches", "2", "--out", str(tmp_path / "a.json")]) == 0
     table = json.loads((tmp_path / "a.json").read_text())
     assert len(table["heads"]) == 8 and len(table["all_but_one"]) == 2
-    assert main(["curve", str(smoke_run), "--param", "step=0.25", "max_ratio=0.75", "batches=2",
-                 "--out", str(tmp_path / "c.json")]) == 0
+    assert (
+        main(
+            [
+                "curve",
+                str(smoke_run),
+                "--param",
+                "step=0.25",
+                "max_ratio=0.75",
+                "batches=2",
+                "--out",
+                str(tmp_path / "c.json"),
+            ]
+        )
+        == 0
+    )
     points = json.loads((tmp_path / "c.json").read_text())["points"]
     assert [p["pruned"] for p in points] == [0, 2, 4, 6]
 
@@ -71,15 +148,38 @@ def test_clear_errors(argv, message):
 
 
 def test_a_strategy_from_outside_the_package_registers_and_runs(tmp_path):
-    env = {**os.environ, "HEADS_PLUGINS": "my_strategy", "PYTHONPATH": f"{PLUGINS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env = {
+        **os.environ,
+        "HEADS_PLUGINS": "my_strategy",
+        "PYTHONPATH": f"{PLUGINS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+    }
     listed = subprocess.run([sys.executable, "-m", "heads", "list"], env=env, capture_output=True, text=True)
     assert listed.returncode == 0, listed.stderr
     assert "last_layer_one_head  Keep one head in the last layer" in listed.stdout
     out = tmp_path / "run"
-    run = subprocess.run([sys.executable, "-m", "heads", "train", "--task", "lm", "--preset", "smoke", "--out", str(out),
-                          f"data.root={tmp_path / 'data'}", "train.progress=false", "train.steps=10",
-                          "strategy.name=last_layer_one_head", "strategy.params.at_step=5"],
-                         env=env, capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "heads",
+            "train",
+            "--task",
+            "lm",
+            "--preset",
+            "smoke",
+            "--out",
+            str(out),
+            f"data.root={tmp_path / 'data'}",
+            "train.progress=false",
+            "train.steps=10",
+            "strategy.name=last_layer_one_head",
+            "strategy.params.at_step=5",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     layout = json.loads((out / "summary.json").read_text())["head_layout"]
     assert [len(v) for v in layout.values()] == [4, 1]

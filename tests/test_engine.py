@@ -70,7 +70,7 @@ def test_kill_9_then_resume_equals_uninterrupted(task, data_root, tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "heads.cli",
+        "heads",
         "train",
         "--task",
         task,

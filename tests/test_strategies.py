@@ -20,8 +20,12 @@ def data_root(tmp_path_factory):
 
 
 def cfg_for(data_root, name, params=None, *overrides):
-    cfg = resolve("lm", "smoke", None, [f"data.root={data_root}", "train.progress=false", "train.steps=20",
-                                         f"strategy.name={name}", *overrides])
+    cfg = resolve(
+        "lm",
+        "smoke",
+        None,
+        [f"data.root={data_root}", "train.progress=false", "train.steps=20", f"strategy.name={name}", *overrides],
+    )
     cfg.strategy.params.update(params or {})
     return cfg
 
@@ -59,7 +63,8 @@ def test_training_time_pruning_removes_exact_counts(name, params, expected_heads
     events = [e for e in read_jsonl(tmp_path / "events.jsonl") if e["event"] == "prune"]
     assert sum(len(h) for e in events for h in e["removed"].values()) == 8 - expected_heads
     assert sum(p.numel() for p in trainer.model.parameters()) < sum(
-        p.numel() for p in get_task("lm").build_model(trainer.cfg, trainer.tokenizer).parameters())
+        p.numel() for p in get_task("lm").build_model(trainer.cfg, trainer.tokenizer).parameters()
+    )
 
 
 def test_strategies_are_deterministic(data_root, tmp_path):
@@ -71,8 +76,12 @@ def test_strategies_are_deterministic(data_root, tmp_path):
 
 
 def test_scratch_with_a_matched_layout(data_root, tmp_path):
-    names = [s.name for s in sites(get_task("lm").build_model(cfg_for(data_root, "none"),
-                                                               get_task("lm").tokenizer(cfg_for(data_root, "none"))))]
+    names = [
+        s.name
+        for s in sites(
+            get_task("lm").build_model(cfg_for(data_root, "none"), get_task("lm").tokenizer(cfg_for(data_root, "none")))
+        )
+    ]
     layout = {names[0]: [1, 3], names[1]: [0]}
     trainer = run(data_root, tmp_path, "scratch", {"layout": layout})
     assert head_layout(trainer.model) == layout
@@ -95,14 +104,16 @@ class Duplicate(Hook):
 
 
 def test_curriculum_and_dropout_regime_remove_duplicated_heads(data_root, tmp_path):
-    waves = run(data_root, tmp_path / "c", "curriculum", {"max_ratio": 0.5, "waves": [[0.1, 0.99]]},
-                hooks=[Duplicate()])
+    waves = run(
+        data_root, tmp_path / "c", "curriculum", {"max_ratio": 0.5, "waves": [[0.1, 0.99]]}, hooks=[Duplicate()]
+    )
     removed = [e for e in read_jsonl(tmp_path / "c/events.jsonl") if e["event"] == "prune"]
     assert removed and removed[0]["step"] == 2
     assert all(set(h) & {0, 1} for h in removed[0]["removed"].values())
     assert num_heads(head_layout(waves.model)) < 8
-    regime = run(data_root, tmp_path / "d", "dropout_regime", {"high": 0.25, "low": 0.1, "threshold": 0.99},
-                 hooks=[Duplicate()])
+    regime = run(
+        data_root, tmp_path / "d", "dropout_regime", {"high": 0.25, "low": 0.1, "threshold": 0.99}, hooks=[Duplicate()]
+    )
     events = read_jsonl(tmp_path / "d/events.jsonl")
     redundancy = [e for e in events if e["event"] == "redundancy"][0]
     assert redundancy["redundancy_ratio"] > 0

@@ -1,4 +1,5 @@
-"""The Snakemake workflow: config validated, DAG resolvable, lint clean, CLI reachable."""
+"""The Snakemake workflow: config validated before any job, DAGs resolvable for every preset and profile,
+lint clean, and the report's artefact list in step with the library."""
 
 import shutil
 import subprocess
@@ -12,15 +13,25 @@ SNAKEMAKE = shutil.which("snakemake")
 needs_snakemake = pytest.mark.skipif(SNAKEMAKE is None, reason="snakemake not installed (pip install -e '.[test]')")
 
 
-def snakemake(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([SNAKEMAKE, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+def snakemake(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
 @needs_snakemake
-def test_dry_run_resolves_the_default_dag():
-    run = snakemake("-n", "--forceall")
-    assert run.returncode == 0, run.stderr
-    assert "surgery_table" in run.stdout + run.stderr
+@pytest.mark.parametrize("preset", ["smoke", "tiny", "paper"])
+def test_dry_run_resolves_every_preset(preset):
+    run = snakemake("-n", "--forceall", "--config", f"preset={preset}")
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-3000:]
+    for rule in ("train", "posthoc_prune", "ablate", "curve", "figure", "table", "claims"):
+        assert f"\n{rule} " in out or f"rule {rule}:" in out, rule
+
+
+@needs_snakemake
+@pytest.mark.parametrize("profile", ["gpu", "slurm"])
+def test_profiles_dry_run(profile):
+    run = snakemake("-n", "--forceall", "--profile", f"workflow/profiles/{profile}", "--config", "preset=paper")
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
 
 
 @needs_snakemake
@@ -30,17 +41,39 @@ def test_lint_is_clean():
 
 
 @needs_snakemake
-def test_bad_config_fails_before_any_job_naming_the_key():
-    run = snakemake("-n", "--config", "preset=huge")
-    assert run.returncode != 0
+@pytest.mark.parametrize(
+    "config,named",
+    [
+        (["preset=huge"], ["huge", "preset"]),
+        (["threads=0"], ["threads", "minimum"]),
+        (["dag={'tiny': {'seeds': []}}"], ["seeds"]),
+    ],
+)
+def test_bad_config_fails_before_any_job(config, named):
+    run = snakemake("-n", "--config", *config)
     out = run.stdout + run.stderr
-    assert "huge" in out and "preset" in out and "Building DAG" not in out
+    assert run.returncode != 0
+    assert all(word in out for word in named), out[-2000:]
+    assert "Building DAG" not in out
+
+
+def test_report_artefacts_listed_by_the_workflow_match_the_library():
+    import ast
+
+    from heads.report.render import artefacts
+
+    source = (ROOT / "workflow/rules/common.smk").read_text()
+    start = source.index("ARTEFACTS = ")
+    listed = ast.literal_eval(source[start + len("ARTEFACTS = ") : source.index("\n}\n", start) + 2])
+    for replication, kinds in listed.items():
+        assert kinds == artefacts(replication), replication
 
 
 def test_cli_help_lists_commands():
     run = subprocess.run([sys.executable, "-m", "heads", "--help"], capture_output=True, text=True)
     assert run.returncode == 0
-    assert "inspect" in run.stdout and "prune" in run.stdout
+    for command in ("inspect", "prune", "train", "evaluate", "score", "ablate", "curve", "report", "claims", "list"):
+        assert command in run.stdout
 
 
 def test_ruff_is_clean():

@@ -8,14 +8,16 @@ import sys
 from collections.abc import Sequence
 
 from heads import __version__
-from heads.cli import pruning, runs, surgery
+from heads.cli import analysis, pruning, report, runs, surgery
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="heads", description="Attention-head pruning: surgery, training, replication.")
+    parser = argparse.ArgumentParser(
+        prog="heads", description="Attention-head pruning: surgery, training, replication."
+    )
     parser.add_argument("--version", action="version", version=f"heads {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (pruning, runs, surgery):
+    for module in (pruning, runs, surgery, analysis, report):
         module.register(sub)
     return parser
 

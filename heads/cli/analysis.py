@@ -37,10 +37,13 @@ def cmd_speed(args: argparse.Namespace) -> int:
         from heads.scoring import compute_scores
 
         try:
-            scores = compute_scores(args.scorer, model, scoring_batches(loaded, args.split, args.score_batches),
-                                    **parse_params(args.param))
+            scores = compute_scores(
+                args.scorer, model, scoring_batches(loaded, args.split, args.score_batches), **parse_params(args.param)
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise fail(f"speed: {exc}") from None
+        except AttributeError as exc:  # e.g. a bare encoder: no logits, so no loss to take gradients of
+            raise fail(f"speed: scorer {args.scorer!r} cannot score {type(model).__name__} ({exc})") from None
     if args.attention == "gated":
         install(model)
     else:
@@ -54,8 +57,9 @@ def cmd_speed(args: argparse.Namespace) -> int:
     batches = {}
     for size in sorted(set(args.batches)):
         count = max(1, args.examples // size)
-        batches[size] = [forward_inputs(model, b, labels=False)
-                         for b in fixed_batches(examples, size, count, loaded.task.collate)]
+        batches[size] = [
+            forward_inputs(model, b, labels=False) for b in fixed_batches(examples, size, count, loaded.task.collate)
+        ]
 
     def progress(message: str) -> None:
         print(f"heads speed: {message} ({time.time() - started:.0f} s)", file=sys.stderr)
@@ -63,17 +67,30 @@ def cmd_speed(args: argparse.Namespace) -> int:
     rows = measure_speed(variants, batches, repeats=args.repeats, warmup=args.warmup, progress=progress)
     rows = speed_rows(rows)
     for r in rows:
-        r.update(threads=args.threads, scorer=args.scorer or "uniform", attention=args.attention,
-                 split=args.split, max_len=max(_width(b) for b in batches[r["batch"]]),
-                 mean_len=sum(_width(b) for b in batches[r["batch"]]) / len(batches[r["batch"]]))
+        r.update(
+            threads=args.threads,
+            scorer=args.scorer or "uniform",
+            attention=args.attention,
+            split=args.split,
+            max_len=max(_width(b) for b in batches[r["batch"]]),
+            mean_len=sum(_width(b) for b in batches[r["batch"]]) / len(batches[r["batch"]]),
+        )
     if args.out:
         write_json(args.out, rows)
-    print(f"{'ratio':>6} {'batch':>5} {'heads':>5} {'params':>11} {'ex/s':>9} {'speedup':>8} {'load':>5}")
+    print(
+        f"{'ratio':>6} {'batch':>5} {'heads':>5} {'params':>11} {'ex/s':>9} {'speedup':>8} {'min':>6} "
+        f"{'cpu':>6} {'load':>5}"
+    )
+
+    def show(x, spec: str) -> str:
+        return format(x, spec) if x is not None else "-"
+
     for r in rows:
-        speedup = f"{r['speedup']:.3f}" if r["speedup"] is not None else "-"
-        load = f"{r['load_avg']:.2f}" if r["load_avg"] is not None else "-"
-        print(f"{r['ratio']:>6.3g} {r['batch']:>5} {r['heads']:>5} {r['params']:>11,} "
-              f"{r['examples_per_s']:>9.1f} {speedup:>8} {load:>5}")
+        print(
+            f"{r['ratio']:>6.3g} {r['batch']:>5} {r['heads']:>5} {r['params']:>11,} {r['examples_per_s']:>9.1f} "
+            f"{show(r['speedup'], '>8.3f')} {show(r['speedup_min'], '>6.3f')} {show(r['cpu_speedup'], '>6.3f')} "
+            f"{show(r['load_avg'], '>5.2f')}"
+        )
     print(f"heads speed: {time.time() - started:.1f} s in all", file=sys.stderr)
     return 0
 
@@ -96,8 +113,14 @@ def cmd_roles(args: argparse.Namespace) -> int:
         table = role_table(loaded.model, batches, reference=reference, threshold=args.threshold)
     except ValueError as exc:
         raise fail(f"roles: {exc}") from None
-    result = roles_result(table, source=str(args.source), reference=args.reference, split=args.split,
-                          batches=len(batches), threshold=args.threshold)
+    result = roles_result(
+        table,
+        source=str(args.source),
+        reference=args.reference,
+        split=args.split,
+        batches=len(batches),
+        threshold=args.threshold,
+    )
     if args.out:
         write_json(args.out, result)
     print(f"{'site':<12} {'head':>4} {'conf':>6} {'pos':>6} kept")
@@ -113,12 +136,21 @@ def register(sub) -> None:
     p = sub.add_parser("speed", help="measured inference examples/s of pruned copies at several ratios and batch sizes")
     p.add_argument("source", help="run folder (its config applies), model folder (with --task) or minilm")
     add_run_options(p, required=False)
-    p.add_argument("--ratios", type=float, nargs="+", default=[0.0, 0.25, 0.5],
-                   help="shares of heads removed (ratio 0 is always measured; default 0 0.25 0.5)")
+    p.add_argument(
+        "--ratios",
+        type=float,
+        nargs="+",
+        default=[0.0, 0.25, 0.5],
+        help="shares of heads removed (ratio 0 is always measured; default 0 0.25 0.5)",
+    )
     p.add_argument("--batches", type=int, nargs="+", default=[1, 32], help="batch sizes (default 1 32)")
     p.add_argument("--repeats", type=int, default=5, help="timed passes per ratio and batch size (median; default 5)")
-    p.add_argument("--examples", type=int, default=32,
-                   help="examples per timed pass: examples // batch batches, at least one (default 32)")
+    p.add_argument(
+        "--examples",
+        type=int,
+        default=32,
+        help="examples per timed pass: examples // batch batches, at least one (default 32)",
+    )
     p.add_argument("--warmup", type=int, default=1, help="untimed passes per variant first (default 1)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     p.add_argument("--split", default="validation", help="examples timed on, and scored on with --scorer")
@@ -127,8 +159,12 @@ def register(sub) -> None:
     p.add_argument("--scope", default="global", choices=["global", "per_site"], help="with --scorer (default global)")
     p.add_argument("--floor", type=int, default=1, help="heads every site keeps with --scorer (default 1)")
     p.add_argument("--score-batches", type=int, default=8, help="batches the scorer sees (default 8)")
-    p.add_argument("--attention", default="gated", choices=["gated", "sdpa", "eager"],
-                   help="attention implementation timed (default gated: the project's sdpa path, no gates set)")
+    p.add_argument(
+        "--attention",
+        default="gated",
+        choices=["gated", "sdpa", "eager"],
+        help="attention implementation timed (default gated: the project's sdpa path, no gates set)",
+    )
     p.add_argument("--out", type=Path, help="write the rows as JSON here")
     p.set_defaults(func=cmd_speed)
 

@@ -46,8 +46,13 @@ def cmd_score(args: argparse.Namespace) -> int:
     except (KeyError, TypeError) as exc:
         raise fail(f"score: {exc}") from None
     layout = head_layout(loaded.model)
-    result = {"scorer": args.scorer, "params": _scorer_params(args), "split": args.split, "batches": len(batches),
-              "scores": {site: {"heads": layout[site], "values": v.tolist()} for site, v in scores.items()}}
+    result = {
+        "scorer": args.scorer,
+        "params": _scorer_params(args),
+        "split": args.split,
+        "batches": len(batches),
+        "scores": {site: {"heads": layout[site], "values": v.tolist()} for site, v in scores.items()},
+    }
     if args.out:
         write_json(args.out, result)
     print(json.dumps(result, indent=2))
@@ -88,7 +93,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
             raise fail(f"prune: {exc}") from None
         loaded = load_for_task(args)
         model = loaded.model
-        remove = strategy.select(model, scoring_batches(loaded, args.split, getattr(strategy.params, "batches", 8)))
+        try:
+            remove = strategy.select(model, scoring_batches(loaded, args.split, getattr(strategy.params, "batches", 8)))
+        except NotImplementedError as exc:
+            raise fail(f"prune: {exc}; post-hoc strategies: posthoc, iterative") from None
     else:
         model = load(resolve_source(args.source))
         remove = None
@@ -102,8 +110,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
     save(model, args.out)
     if loaded is not None:
         loaded.tokenizer.save_pretrained(args.out)
-        write_json(Path(args.out) / "pruning.json", {"strategy": args.strategy, "params": parse_params(args.param),
-                                                     "removed": remove})
+        write_json(
+            Path(args.out) / "pruning.json",
+            {"strategy": args.strategy, "params": parse_params(args.param), "removed": remove},
+        )
         if args.evaluate:
             result = loaded.task.evaluate(model, loaded.cfg, loaded.tokenizer, loaded.cfg.eval.split)
             write_json(Path(args.out) / "eval.json", result)
@@ -123,8 +133,10 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     params = AblationParams(test=args.test, chunk=args.chunk)
     table = ablation_table(loaded.model, batches, params)
     result = {
-        "baseline_loss": table.baseline_loss, "baseline_accuracy": table.baseline_accuracy,
-        "examples": table.examples, "test": args.test,
+        "baseline_loss": table.baseline_loss,
+        "baseline_accuracy": table.baseline_accuracy,
+        "examples": table.examples,
+        "test": args.test,
         "heads": [asdict(r) for r in table.rows],
         "all_but_one": {site: asdict(r) for site, r in all_but_one(loaded.model, batches, chunk=args.chunk).items()},
     }
@@ -151,8 +163,10 @@ def cmd_curve(args: argparse.Namespace) -> int:
         return {k: v for k, v in result.items() if isinstance(v, (int, float))}
 
     points = strategy.curve(loaded.model, batches, evaluate)
-    write_json(args.out, {"strategy": "iterative", "params": parse_params(args.param), "metric": loaded.task.metric,
-                          "points": points})
+    write_json(
+        args.out,
+        {"strategy": "iterative", "params": parse_params(args.param), "metric": loaded.task.metric, "points": points},
+    )
     for p in points:
         print(f"{p['ratio']:.3f} pruned: {loaded.task.metric} {p[loaded.task.metric]:.4f}")
     return 0
@@ -200,6 +214,8 @@ def register(sub) -> None:
     p.add_argument("source", help="run folder or model folder (with --task)")
     add_run_options(p, required=False)
     p.add_argument("--split", default="validation")
-    p.add_argument("--param", nargs="*", default=[], metavar="KEY=VALUE", help="e.g. scorer=importance step=0.1 max_ratio=0.8")
+    p.add_argument(
+        "--param", nargs="*", default=[], metavar="KEY=VALUE", help="e.g. scorer=importance step=0.1 max_ratio=0.8"
+    )
     p.add_argument("--out", type=Path, required=True)
     p.set_defaults(func=cmd_curve)

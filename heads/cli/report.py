@@ -13,16 +13,21 @@ def _tree(runs: Path):
     from heads.report import RunTree
 
     tree = RunTree(runs)
-    if not runs.is_dir():
-        print(f"heads: warning: {runs} does not exist; rendering empty tables", file=sys.stderr)
     failed = [r for r in tree.runs if r.failed]
     if failed:
-        print(f"{len(failed)} of {len(tree.runs)} runs not ok (kept and marked): "
-              + ", ".join(f"{r.name} [{r.status}]" for r in failed[:5]) + (" ..." if len(failed) > 5 else ""),
-              file=sys.stderr)
+        print(
+            f"{len(failed)} of {len(tree.runs)} runs not ok (kept and marked): "
+            + ", ".join(f"{r.name} [{r.status}]" for r in failed[:5])
+            + (" ..." if len(failed) > 5 else ""),
+            file=sys.stderr,
+        )
+    return tree
+
+
+def _warn(tree) -> None:
+    """Files that could not be read (found while rendering: analyses are read on demand)."""
     for problem in tree.problems:
         print(f"heads: warning: {problem}", file=sys.stderr)
-    return tree
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -32,9 +37,14 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise fail(f"report: unknown replication {args.replication!r}; known: {', '.join(REPLICATIONS)}")
     tree = _tree(args.runs)
     try:
-        written = render_replication(args.replication, tree, args.out, args.replications, args.figures_only)
+        written = render_replication(
+            args.replication, tree, args.out, args.replications, args.figures_only, only=args.only
+        )
+    except KeyError as exc:
+        raise fail(f"report: {exc.args[0]}") from None
     except ClaimSpecError as exc:
         raise fail(f"report: {exc}") from None
+    _warn(tree)
     for path in written:
         print(path)
     return 0
@@ -51,7 +61,9 @@ def cmd_claims(args: argparse.Namespace) -> int:
         raise fail(f"claims: {exc}") from None
     if not claims:
         raise fail(f"claims: no {args.replications}/*/claims.yaml found")
-    results = evaluate_all(claims, _tree(args.runs))
+    tree = _tree(args.runs)
+    results = evaluate_all(claims, tree)
+    _warn(tree)
     for path in write_ledger(results, args.out):
         print(path)
     counts = Counter(r.verdict for r in results)
@@ -64,9 +76,16 @@ def register(sub) -> None:
     p.add_argument("--runs", type=Path, required=True, help="the run tree, OUT/runs")
     p.add_argument("--replication", required=True, help="michel2019 | voita2019 | overprovisioning | training_time")
     p.add_argument("--out", type=Path, required=True, help="folder to write to, e.g. OUT/michel2019")
-    p.add_argument("--replications", type=Path, default=Path("replications"),
-                   help="folder of replication specs; the replication's claims go to OUT/claims.md")
+    p.add_argument(
+        "--replications",
+        type=Path,
+        default=Path("replications"),
+        help="folder of replication specs; the replication's claims go to OUT/claims.md",
+    )
     p.add_argument("--figures-only", action="store_true", help="render the figures only")
+    p.add_argument(
+        "--only", metavar="NAME", help="render just one table (NAME), figure (NAME.png) or the claims page (claims)"
+    )
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("claims", help="evaluate every replications/*/claims.yaml: OUT/CLAIMS.md, OUT/claims.csv")

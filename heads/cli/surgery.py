@@ -62,7 +62,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("inspect", help="sites, head layout, parameters and FLOPs of a checkpoint")
-    p.add_argument("source", help=f"checkpoint or run folder, or one of: {', '.join(f'{k} ({v})' for k, v in SHIPPED.items())}")
+    p.add_argument(
+        "source", help=f"checkpoint or run folder, or one of: {', '.join(f'{k} ({v})' for k, v in SHIPPED.items())}"
+    )
     p.add_argument("--seq-len", type=int, default=128, help="tokens per sequence for FLOP counts (default 128)")
     p.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     p.set_defaults(func=cmd_inspect)

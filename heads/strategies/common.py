@@ -14,15 +14,22 @@ from heads.surgery import head_layout
 
 
 def score_and_select(
-    model: nn.Module, batches: Iterable[dict], scorer: str, ratio: float, scope: str = "global",
-    floor: int = 1, seed: int = 0, scorer_params: Mapping | None = None,
+    model: nn.Module,
+    batches: Iterable[dict],
+    scorer: str,
+    ratio: float,
+    scope: str = "global",
+    floor: int = 1,
+    seed: int = 0,
+    scorer_params: Mapping | None = None,
 ) -> dict[str, list[int]]:
     """Heads to remove: the lowest-scoring ``ratio`` of the current heads (whole groups under GQA)."""
     if ratio <= 0:
         return {}
     scores = compute_scores(scorer, model, list(batches), **dict(scorer_params or {}))
-    return select(scores, ratio, scope=scope, floor=floor, seed=seed, layout=head_layout(model),
-                  group_size=group_sizes(model))
+    return select(
+        scores, ratio, scope=scope, floor=floor, seed=seed, layout=head_layout(model), group_size=group_sizes(model)
+    )
 
 
 def redundant_to_remove(

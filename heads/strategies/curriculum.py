@@ -43,8 +43,13 @@ class _Waves(Hook):
         budget = int(self.p.max_ratio * self.original) - (self.original - num_heads(head_layout(trainer.model)))
         if budget <= 0:
             return
-        remove = redundant_to_remove(trainer.model, trainer.probe_batches(self.p.probe_batches, seed_offset=trainer.step),
-                                     threshold, self.p.floor, max_remove=budget)
+        remove = redundant_to_remove(
+            trainer.model,
+            trainer.probe_batches(self.p.probe_batches, seed_offset=trainer.step),
+            threshold,
+            self.p.floor,
+            max_remove=budget,
+        )
         trainer.prune(remove, reason=f"curriculum wave at step {trainer.step}, cosine > {threshold}")
 
     def state_dict(self) -> dict:

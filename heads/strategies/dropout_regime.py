@@ -48,11 +48,20 @@ class _Regime(Hook):
         p = self.p
         probe = trainer.probe_batches(p.probe_batches, seed_offset=trainer.step)
         ratio = redundancy_ratio(trainer.model, probe, threshold=p.threshold)
-        trainer.events.write({"step": trainer.step, "event": "redundancy", "redundancy_ratio": ratio,
-                              "attention_dropout": p.high, "threshold": p.threshold})
+        trainer.events.write(
+            {
+                "step": trainer.step,
+                "event": "redundancy",
+                "redundancy_ratio": ratio,
+                "attention_dropout": p.high,
+                "threshold": p.threshold,
+            }
+        )
         if p.prune:
             total = num_heads(head_layout(trainer.model))
-            remove = redundant_to_remove(trainer.model, probe, p.threshold, p.floor, max_remove=int(p.max_ratio * total))
+            remove = redundant_to_remove(
+                trainer.model, probe, p.threshold, p.floor, max_remove=int(p.max_ratio * total)
+            )
             trainer.prune(remove, reason=f"dropout regime: cosine > {p.threshold} under attention dropout {p.high}")
         trainer.set_dropout(attention=p.low)
 

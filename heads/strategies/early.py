@@ -34,8 +34,9 @@ class _Early(Hook):
     def on_step_end(self, trainer) -> None:
         p = self.p
         if trainer.step == p.at_step:
-            remove = score_and_select(trainer.model, trainer.probe_batches(p.probe_batches), p.scorer, p.ratio,
-                                      p.scope, p.floor, p.seed)
+            remove = score_and_select(
+                trainer.model, trainer.probe_batches(p.probe_batches), p.scorer, p.ratio, p.scope, p.floor, p.seed
+            )
             trainer.prune(remove, reason=f"early {p.scorer} at step {p.at_step}")
 
 

@@ -52,14 +52,16 @@ class Iterative(Strategy):
             if need <= 0:
                 break
             try:
-                remove = score_and_select(model, batches, p.scorer, need / current, p.scope, p.floor,
-                                          p.seed + level, p.scorer_params)
+                remove = score_and_select(
+                    model, batches, p.scorer, need / current, p.scope, p.floor, p.seed + level, p.scorer_params
+                )
             except ValueError:  # the floor makes this level unreachable: the curve ends here
                 break
             prune_heads(model, remove)
             pruned = total - num_heads(head_layout(model))
-            points.append({"level": level, "pruned": pruned, "ratio": pruned / total, "removed": remove,
-                           **evaluate(model)})
+            points.append(
+                {"level": level, "pruned": pruned, "ratio": pruned / total, "removed": remove, **evaluate(model)}
+            )
         return points
 
     def select(self, model, batches):

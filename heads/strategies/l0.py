@@ -70,7 +70,8 @@ class _Gates(Hook):
         if not self.log_alpha:
             self.log_alpha = {
                 name: torch.nn.Parameter(torch.full((len(kept),), float(self.p.init)))
-                for name, kept in head_layout(trainer.model).items() if kept
+                for name, kept in head_layout(trainer.model).items()
+                if kept
             }
         params = list(self.log_alpha.values())
         base = self.p.lr or trainer.cfg.train.lr
@@ -79,8 +80,7 @@ class _Gates(Hook):
             for name, param in self.log_alpha.items():
                 saved = self._pending["optimizer"].get(name)
                 if saved:
-                    trainer.optimizer.state[param] = {k: torch.tensor(v, dtype=torch.float32)
-                                                      for k, v in saved.items()}
+                    trainer.optimizer.state[param] = {k: torch.tensor(v, dtype=torch.float32) for k, v in saved.items()}
         self._attached = trainer.optimizer
 
     def on_start(self, trainer) -> None:
@@ -112,8 +112,9 @@ class _Gates(Hook):
         if self.p.prune_at_end:
             trainer.prune(closed, reason="l0 gates closed")
         _fold_gates(trainer.model, open_values if self.p.prune_at_end else values)
-        trainer.events.write({"step": trainer.step, "event": "l0_gates",
-                              "gates": {k: v.tolist() for k, v in values.items()}})
+        trainer.events.write(
+            {"step": trainer.step, "event": "l0_gates", "gates": {k: v.tolist() for k, v in values.items()}}
+        )
 
     def state_dict(self) -> dict:
         opt = {}
@@ -124,8 +125,9 @@ class _Gates(Hook):
         return {"log_alpha": {k: v.detach().tolist() for k, v in self.log_alpha.items()}, "optimizer": opt}
 
     def load_state_dict(self, state: dict) -> None:
-        self.log_alpha = {k: torch.nn.Parameter(torch.tensor(v, dtype=torch.float32))
-                          for k, v in state["log_alpha"].items()}
+        self.log_alpha = {
+            k: torch.nn.Parameter(torch.tensor(v, dtype=torch.float32)) for k, v in state["log_alpha"].items()
+        }
         self._pending = state
         self._attached = None
 

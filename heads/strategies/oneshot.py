@@ -35,8 +35,9 @@ class _Oneshot(Hook):
 
     def _act(self, trainer) -> None:
         p = self.p
-        remove = score_and_select(trainer.model, trainer.probe_batches(p.probe_batches), p.scorer, p.ratio,
-                                  p.scope, p.floor, p.seed)
+        remove = score_and_select(
+            trainer.model, trainer.probe_batches(p.probe_batches), p.scorer, p.ratio, p.scope, p.floor, p.seed
+        )
         trainer.prune(remove, reason=f"oneshot {p.scorer} r={p.ratio}")
         if p.reinit:
             reinitialise(trainer.model)

@@ -1,4 +1,4 @@
-"""The strategy registry: ``@register_strategy("name")``; strategies defined outside the package register the same way."""
+"""The strategy registry: ``@register_strategy("name")``; strategies from other packages register alike."""
 
 from __future__ import annotations
 

@@ -26,6 +26,9 @@ wildcard_constraints:
     scorer="[a-z_]+",
     step=r"\d+",
     lam=r"lam[0-9.e-]+",
+    replication="michel2019|voita2019|overprovisioning|training_time",
+    table="[a-z_0-9]+",
+    figure="[a-z_0-9]+",
 
 
 def fmt(ratio):
@@ -223,3 +226,43 @@ def surgery_tables():
     return expand(
         f"{OUT}/surgery/{{source}}_keep{{keep}}.md", source=s["sources"], keep=s["keep"]
     )
+
+
+# What `heads report` renders per replication (tests/test_pipeline.py checks this against heads.report).
+ARTEFACTS = {
+    "michel2019": {
+        "tables": [
+            "ablation",
+            "ablation_summary",
+            "all_but_one",
+            "curve",
+            "curve_at",
+            "speed",
+        ],
+        "figures": ["curves", "ablation", "curve_at", "speed"],
+    },
+    "voita2019": {"tables": ["l0", "roles"], "figures": ["l0", "roles"]},
+    "overprovisioning": {
+        "tables": ["pruned_vs_scratch", "differences"],
+        "figures": ["pruned_vs_scratch"],
+    },
+    "training_time": {
+        "tables": ["runs", "redundancy"],
+        "figures": ["quality_vs_time", "time_to_target", "redundancy"],
+    },
+}
+
+
+def report_outputs():
+    out = [f"{OUT}/CLAIMS.md", f"{OUT}/claims.csv"]
+    for rep, kinds in ARTEFACTS.items():
+        out += [
+            f"{OUT}/{rep}/{t}.{ext}" for t in kinds["tables"] for ext in ("csv", "md")
+        ]
+        out += [f"{OUT}/{rep}/{f}.png" for f in kinds["figures"]]
+        out.append(f"{OUT}/{rep}/claims.md")
+    return out
+
+
+def replication_inputs(w):
+    return RUNS_OF[w.replication]()

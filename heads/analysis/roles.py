@@ -1,0 +1,178 @@
+"""Voita et al. 2019 head roles: confidence and positional attention, per head.
+
+* ``confidence``: mean over real query tokens of the head's largest attention
+  weight (as the ``confidence`` scorer);
+* ``previous`` / ``next``: share of real query tokens whose largest attention
+  weight falls on the token just before / after the query;
+* ``positional``: the larger of the two, Voita et al.'s criterion: a head is
+  positional when at least 90 % of the time its maximum attention goes to one
+  specific relative position, in practice -1 or +1.
+
+Relative positions mean something only where queries and keys are the same
+sequence (self and causal sites); cross sites get ``None`` for the positional
+fields. Every real query token counts, special tokens included; a causal
+site's first token can only attend to itself, so its positional share tops
+out at (T - 1) / T.
+
+With a reference model (the unpruned model a pruned one came from), roles are
+those of every head of the reference, and ``kept`` says which the pruned model
+still has (by site name and original head id).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from heads.analysis.inputs import forward_inputs
+from heads.scoring.capture import attention_weights
+from heads.scoring.session import query_mask, scoring_mode
+from heads.surgery import HeadLayout, head_layout, site_map
+
+THRESHOLD = 0.9  # Voita et al.: positional when >= 90 % of maxima sit at one relative position
+
+
+@dataclass
+class HeadRole:
+    site: str
+    label: str
+    kind: str
+    layer: int
+    head: int  # original head id
+    confidence: float
+    positional: float | None
+    previous: float | None
+    next: float | None
+    is_positional: bool
+    kept: bool
+
+
+def _batch_size(batch: Mapping[str, Any]) -> int:
+    for value in batch.values():
+        if torch.is_tensor(value) and value.dim() > 0:
+            return int(value.shape[0])
+    raise ValueError("a batch without tensors")
+
+
+def head_roles(model: nn.Module, batches: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, torch.Tensor | None]]:
+    """Per site (heads in ``head_layout`` order): ``confidence``, ``previous``, ``next``, ``positional``, ``rows``.
+
+    Positional entries are None at cross sites. Batches are task batches;
+    entries the model's forward does not take (a bare encoder's labels) are dropped.
+    """
+    by_name = site_map(model)
+    conf: dict[str, torch.Tensor] = {}
+    prev: dict[str, torch.Tensor] = {}
+    nxt: dict[str, torch.Tensor] = {}
+    rows: dict[str, int] = {}
+    current: dict[str, Any] = {}
+
+    def sink(name: str, p: torch.Tensor) -> None:
+        site = by_name[name]
+        conf[name] = conf.get(name, 0) + p.amax(-1).double().sum(0).cpu()
+        rows[name] = rows.get(name, 0) + p.shape[0]
+        if site.kind == "cross":
+            return
+        batch = current["batch"]
+        length = p.shape[-1]  # self / causal without a cache: keys are the queries
+        size = _batch_size(batch)
+        mask = query_mask(batch, site.stack, length, size, p.device)
+        positions = torch.arange(length, device=p.device).expand(size, length)[mask]
+        if positions.shape[0] != p.shape[0]:
+            raise RuntimeError(f"site {name}: {p.shape[0]} attention rows for {positions.shape[0]} query positions")
+        top = p.argmax(-1)  # [N, H]
+        prev[name] = prev.get(name, 0) + (top == (positions - 1)[:, None]).double().sum(0).cpu()
+        nxt[name] = nxt.get(name, 0) + (top == (positions + 1)[:, None]).double().sum(0).cpu()
+
+    with scoring_mode(model, eager=True):
+        layout = head_layout(model)
+        for batch in batches:
+            batch = forward_inputs(model, batch)
+            current["batch"] = batch
+            attention_weights(model, [batch], sink)
+    out: dict[str, dict[str, torch.Tensor | None]] = {}
+    for name, kept in layout.items():
+        n = max(rows.get(name, 0), 1)
+        zeros = torch.zeros(len(kept), dtype=torch.float64)
+        entry: dict[str, Any] = {"confidence": (conf.get(name, zeros) / n).float(), "rows": rows.get(name, 0)}
+        if by_name[name].kind == "cross":
+            entry.update(previous=None, next=None, positional=None)
+        else:
+            entry["previous"] = (prev.get(name, zeros) / n).float()
+            entry["next"] = (nxt.get(name, zeros) / n).float()
+            entry["positional"] = torch.maximum(entry["previous"], entry["next"])
+        out[name] = entry
+    return out
+
+
+def _check_reference(pruned: HeadLayout, reference: HeadLayout) -> None:
+    if set(pruned) != set(reference):
+        raise ValueError(
+            "the model and its reference have different sites: only in the model "
+            f"{sorted(set(pruned) - set(reference))}, only in the reference {sorted(set(reference) - set(pruned))}"
+        )
+    for name, kept in pruned.items():
+        extra = sorted(set(kept) - set(reference[name]))
+        if extra:
+            raise ValueError(f"site {name}: the model has heads {extra} its reference does not")
+
+
+def role_table(
+    model: nn.Module,
+    batches: Iterable[Mapping[str, Any]],
+    reference: nn.Module | None = None,
+    threshold: float = THRESHOLD,
+) -> list[HeadRole]:
+    """One :class:`HeadRole` per head: of ``model``, or of ``reference`` with ``kept`` from ``model``'s layout."""
+    kept_layout = head_layout(model)
+    measured = model
+    if reference is not None:
+        _check_reference(kept_layout, head_layout(reference))
+        measured = reference
+    roles = head_roles(measured, list(batches))
+    layout = head_layout(measured)
+    table = []
+    for site in site_map(measured).values():
+        entry = roles[site.name]
+        for pos, head in enumerate(layout[site.name]):
+            positional = None if entry["positional"] is None else float(entry["positional"][pos])
+            table.append(HeadRole(
+                site=site.name, label=site.label, kind=site.kind, layer=site.layer, head=head,
+                confidence=float(entry["confidence"][pos]),
+                positional=positional,
+                previous=None if entry["previous"] is None else float(entry["previous"][pos]),
+                next=None if entry["next"] is None else float(entry["next"][pos]),
+                is_positional=positional is not None and positional >= threshold,
+                kept=head in kept_layout[site.name],
+            ))
+    return table
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def summarize(table: list[HeadRole]) -> dict[str, dict]:
+    """Per group (``kept``, ``pruned``): heads, mean confidence, mean positional, positional heads and their share."""
+    out = {}
+    for group, flag in (("kept", True), ("pruned", False)):
+        rows = [r for r in table if r.kept == flag]
+        with_pos = [r.positional for r in rows if r.positional is not None]
+        positional_heads = sum(r.is_positional for r in rows)
+        out[group] = {
+            "heads": len(rows),
+            "confidence": _mean([r.confidence for r in rows]),
+            "positional": _mean(with_pos),
+            "positional_heads": positional_heads,
+            "positional_share": positional_heads / len(with_pos) if with_pos else None,
+        }
+    return out
+
+
+def roles_result(table: list[HeadRole], **meta: Any) -> dict:
+    """The JSON written by ``heads roles``: ``heads``, ``summary`` and whatever identifies the run."""
+    return {**meta, "heads": [asdict(r) for r in table], "summary": summarize(table)}

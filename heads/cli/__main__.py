@@ -1,0 +1,5 @@
+import sys
+
+from heads.cli import main
+
+sys.exit(main())

@@ -1,0 +1,24 @@
+"""Reports: collect the run tree, render per-replication tables and figures, and the claims ledger.
+
+``collect`` (run tree -> records) -> ``measures`` (claim selectors -> per-seed values) -> ``stats``
+(bootstrap CIs, verdicts) -> ``claims`` (CLAIMS.md, claims.csv); ``tables`` and ``figures`` render each
+replication; ``render`` ties one replication together. Nothing here imports torch.
+"""
+
+from heads.report.claims import evaluate, evaluate_all, write_ledger
+from heads.report.collect import RunTree
+from heads.report.render import REPLICATIONS, render_replication
+from heads.report.spec import Claim, ClaimSpecError, load_all, load_claims
+
+__all__ = [
+    "REPLICATIONS",
+    "Claim",
+    "ClaimSpecError",
+    "RunTree",
+    "evaluate",
+    "evaluate_all",
+    "load_all",
+    "load_claims",
+    "render_replication",
+    "write_ledger",
+]

@@ -1,0 +1,386 @@
+"""Read the run tree ``OUT/runs`` (docs/RUN_LAYOUT.md) into tidy records, one per run folder.
+
+Every run folder found is kept: a run whose ``summary.json`` says ``diverged``
+or that has no summary yet (``incomplete``) is a record with ``failed=True``,
+never silently dropped. Analyses (``OUT/runs/{task}/analysis/``) are read on
+demand; unreadable files are recorded in :attr:`RunTree.problems`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from heads.report.targets import DEFAULT_TOL, target_loss, to_target
+
+TASK_METRIC = {"lm": "perplexity", "mt": "bleu", "cls": "accuracy"}
+HIGHER_IS_BETTER = {"bleu", "chrf", "accuracy", "value_retained", "retained"}
+BASELINE = {"variant": "baseline", "strategy": "none", "ratio": 0.0}
+
+# The record's columns in this order; eval.* columns follow, sorted.
+COLUMNS = [
+    "task", "variant", "strategy", "ratio", "seed", "status", "failed", "message", "path",
+    "metric", "value", "final_val_loss", "steps", "tokens", "train_seconds", "flops", "flops_per_token",
+    "heads", "heads_full", "heads_removed_share", "params", "tokens_per_s", "tokens_per_s_early", "peak_mem_mb",
+    "attention_dropout", "redundancy_ratio", "redundancy_threshold", "prune_events",
+    "target", "time_to_target", "steps_to_target", "reached", "time_to_target_or_total", "steps_to_target_or_total",
+]
+
+
+def higher_is_better(field_name: str, metric: str | None = None) -> bool:
+    """Whether larger is better for a field (``value`` follows the task metric)."""
+    name = metric if field_name == "value" and metric else field_name.rsplit(".", 1)[-1]
+    return name in HIGHER_IS_BETTER
+
+
+def parse_ratio(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def trailing_number(name: str) -> float | None:
+    """The number a strategy folder ends with (``lam0.05`` -> 0.05, ``dropout0.25`` -> 0.25)."""
+    m = re.search(r"(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)$", name)
+    return float(m.group(1)) if m else None
+
+
+def read_json(path: Path) -> tuple[Any, str | None]:
+    """``(data, None)``, or ``(None, reason)`` when the file is absent or not valid JSON."""
+    if not path.is_file():
+        return None, f"{path.name} absent"
+    try:
+        return json.loads(path.read_text()), None
+    except (OSError, ValueError) as exc:
+        return None, f"{path.name} unreadable ({exc.__class__.__name__})"
+
+
+def read_jsonl_tolerant(path: Path) -> list[dict]:
+    """JSON lines; a torn last line (a run killed mid-write) is skipped, not fatal."""
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(float(value)) else None
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+@dataclass
+class Run:
+    """One run folder: where it sits in the tree, what it wrote, and its flat record."""
+
+    task: str
+    variant: str
+    strategy: str
+    ratio: float
+    ratio_dir: str
+    seed: int
+    path: Path  # the run folder
+    status: str = "incomplete"
+    message: str | None = None
+    summary: dict = field(default_factory=dict)
+    eval: dict = field(default_factory=dict)
+    metrics: list[dict] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+    record: dict = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return self.status != "ok"
+
+    @property
+    def group(self) -> str:
+        return f"{self.variant}/{self.strategy}/{self.ratio_dir}"
+
+    @property
+    def name(self) -> str:
+        return f"{self.task}/{self.group}/seed{self.seed}"
+
+
+def _events(run: Run, kind: str) -> list[dict]:
+    return [e for e in run.events if e.get("event") == kind]
+
+
+def _early_window(run: Run) -> int:
+    """The last step of the early (warm-up) window: the first strategy event after step 0, else 10 % of steps."""
+    steps = [int(e["step"]) for e in run.events if isinstance(e.get("step"), int) and e["step"] > 0]
+    if steps:
+        return min(steps)
+    total = run.summary.get("steps") or (run.metrics[-1].get("step") if run.metrics else 0) or 0
+    return max(1, round(0.1 * total))
+
+
+def _load(run: Run) -> None:
+    summary, reason = read_json(run.path / "summary.json")
+    run.metrics = read_jsonl_tolerant(run.path / "metrics.jsonl")
+    run.events = read_jsonl_tolerant(run.path / "events.jsonl")
+    if isinstance(summary, dict):
+        run.summary = summary
+        run.status = str(summary.get("status", "unknown"))
+        run.message = summary.get("message")
+        run.eval = summary.get("eval") if isinstance(summary.get("eval"), dict) else {}
+        return
+    evaluation, eval_reason = read_json(run.path / "eval.json")
+    if isinstance(evaluation, dict):  # a post-hoc pruned model folder
+        run.status, run.eval = "ok", evaluation
+        config, _ = read_json(run.path / "config.json")
+        layout = config.get("head_layout") if isinstance(config, dict) else None
+        if isinstance(layout, dict):
+            run.summary = {"heads": sum(len(v) for v in layout.values()), "head_layout": layout}
+        return
+    run.status = "incomplete"
+    if reason and "unreadable" in reason:
+        run.message = reason
+    elif run.variant == "posthoc" and (run.path / "config.json").exists() and not run.metrics:
+        run.message = f"pruned model without evaluation ({eval_reason})"
+    else:
+        run.message = "no summary.json (unfinished or killed)"
+
+
+def _record(run: Run, metric: str | None, root: Path) -> dict:
+    s, metrics = run.summary, run.metrics
+    record: dict[str, Any] = {
+        "task": run.task, "variant": run.variant, "strategy": run.strategy, "ratio": run.ratio, "seed": run.seed,
+        "status": run.status, "failed": run.failed, "message": run.message,
+        "path": run.path.relative_to(root).as_posix(),
+        "metric": s.get("metric", metric),
+    }
+    record["value"] = _num(s.get("value")) if "value" in s else _num(run.eval.get(record["metric"] or ""))
+    for key in ("final_val_loss", "tokens", "train_seconds", "flops", "flops_per_token", "heads", "params"):
+        record[key] = _num(s.get(key))
+    record["steps"] = _num(s.get("steps", s.get("step")))
+    if record["final_val_loss"] is None and run.status != "ok":
+        vals = [r["val_loss"] for r in metrics if _num(r.get("val_loss")) is not None]
+        record["final_val_loss"] = vals[-1] if vals else None
+    if record["train_seconds"] is None and metrics:
+        record["train_seconds"] = _num(metrics[-1].get("train_seconds"))
+    record["heads_full"] = _num(metrics[0].get("heads")) if metrics else None  # refined by RunTree (baseline)
+    rates = [(r.get("step", 0), _num(r.get("tokens_per_s"))) for r in metrics]
+    record["tokens_per_s"] = _mean([v for _, v in rates if v is not None])
+    early = _early_window(run)
+    record["tokens_per_s_early"] = _mean([v for step, v in rates if v is not None and step <= early])
+    mems = [_num(r.get("peak_mem_mb")) for r in metrics]
+    record["peak_mem_mb"] = max([m for m in mems if m is not None], default=None)
+    redundancy = _events(run, "redundancy")
+    dropout = _events(run, "dropout")
+    record["redundancy_ratio"] = _num(redundancy[0].get("redundancy_ratio")) if redundancy else None
+    record["redundancy_threshold"] = _num(redundancy[0].get("threshold")) if redundancy else None
+    first_dropout = redundancy[0].get("attention_dropout") if redundancy else (
+        dropout[0].get("attention") if dropout else None)
+    record["attention_dropout"] = _num(first_dropout)
+    record["prune_events"] = len(_events(run, "prune"))
+    for key, value in sorted(run.eval.items()):
+        if _num(value) is not None:
+            record[f"eval.{key}"] = _num(value)
+    return record
+
+
+class RunTree:
+    """All runs and analyses under one ``OUT/runs`` folder."""
+
+    def __init__(self, root: str | Path, target_tol: float = DEFAULT_TOL):
+        self.root = Path(root)
+        self.target_tol = target_tol
+        self.problems: list[str] = []
+        self._cache: dict = {}
+        self.runs: list[Run] = self._scan()
+
+    # -- runs ----------------------------------------------------------------------------------------
+    def _scan(self) -> list[Run]:
+        runs = []
+        if not self.root.is_dir():
+            self.problems.append(f"{self.root}: no such run folder")
+            return runs
+        for seed_dir in sorted(self.root.glob("*/*/*/*/seed*")):
+            task, variant, strategy, ratio_dir = seed_dir.relative_to(self.root).parts[:4]
+            if variant == "analysis" or not seed_dir.is_dir():
+                continue
+            m = re.fullmatch(r"seed(\d+)", seed_dir.name)
+            ratio = parse_ratio(ratio_dir)
+            if m is None or ratio is None:
+                self.problems.append(f"{seed_dir.relative_to(self.root)}: not a run folder name; skipped")
+                continue
+            run = Run(task, variant, strategy, ratio, ratio_dir, int(m.group(1)), seed_dir)
+            _load(run)
+            runs.append(run)
+        metric = {t: self.metric(t, runs) for t in {r.task for r in runs}}
+        for run in runs:
+            run.record = _record(run, metric[run.task], self.root)
+        for task in sorted(metric):
+            self._targets(task, [r for r in runs if r.task == task])
+        runs.sort(key=lambda r: (r.task, r.variant, r.strategy, r.ratio, r.seed))
+        return runs
+
+    @staticmethod
+    def metric(task: str, runs: list[Run]) -> str | None:
+        """The task's metric: from any summary of the task, else the default per task name."""
+        for run in runs:
+            if run.task == task and run.summary.get("metric"):
+                return run.summary["metric"]
+        return TASK_METRIC.get(task)
+
+    def baseline_target(self, task: str, tol: float | None = None, selector: Mapping | None = None) -> float | None:
+        """The target loss of ``task``: median final val_loss of the (ok) baseline seeds times ``1 + tol``."""
+        sel = {**BASELINE, **(selector or {})}
+        finals = [r.record.get("final_val_loss") for r in self.select(task, **sel) if not r.failed]
+        return target_loss(finals, self.target_tol if tol is None else tol)
+
+    def _targets(self, task: str, runs: list[Run]) -> None:
+        """Per task: time/steps-to-target against the baseline, and heads removed against its full count."""
+        base = [r for r in runs if not r.failed and _matches(r, BASELINE)]
+        target = target_loss([r.record.get("final_val_loss") for r in base], self.target_tol)
+        full = next((r.record["heads"] for r in base if r.record.get("heads")), None)
+        for run in runs:
+            run.record.update(reach_fields(run, target))
+            if full is not None:
+                run.record["heads_full"] = full
+            h, h0 = run.record.get("heads"), run.record.get("heads_full")
+            run.record["heads_removed_share"] = 1 - h / h0 if h is not None and h0 else None
+
+    def select(self, task: str, variant: str | None = None, strategy: str | None = None,
+               ratio: float | None = None, seed: int | None = None) -> list[Run]:
+        """Runs of ``task`` matching the given exact values (None: any)."""
+        want = {"variant": variant, "strategy": strategy, "ratio": ratio, "seed": seed}
+        want = {k: v for k, v in want.items() if v is not None}
+        return [r for r in self.runs if r.task == task and _matches(r, want)]
+
+    @property
+    def tasks(self) -> list[str]:
+        found = {r.task for r in self.runs}
+        if self.root.is_dir():
+            found |= {p.parent.name for p in self.root.glob("*/analysis") if p.is_dir()}
+        return sorted(found)
+
+    def frame(self):
+        """The records as a pandas DataFrame, one row per run folder (failed runs included)."""
+        import pandas as pd
+
+        extra = sorted({k for r in self.runs for k in r.record} - set(COLUMNS))
+        columns = COLUMNS + extra
+        return pd.DataFrame([[r.record.get(c) for c in columns] for r in self.runs], columns=columns)
+
+    # -- analyses ------------------------------------------------------------------------------------
+    def _json(self, path: Path) -> Any:
+        data, reason = read_json(path)
+        if reason and "unreadable" in reason:
+            self.problems.append(f"{path.relative_to(self.root)}: {reason}")
+        return data
+
+    def _per_seed(self, folder: Path) -> dict[int, Any]:
+        out = {}
+        for path in sorted(folder.glob("seed*.json")):
+            m = re.fullmatch(r"seed(\d+)\.json", path.name)
+            data = self._json(path) if m else None
+            if data is not None:
+                out[int(m.group(1))] = data
+        return out
+
+    def analysis_dir(self, task: str) -> Path:
+        return self.root / task / "analysis"
+
+    def _cached(self, key: tuple, build):
+        if key not in self._cache:
+            self._cache[key] = build()
+        return self._cache[key]
+
+    def ablation(self, task: str) -> dict[int, dict]:
+        """``{seed: ablation JSON}`` of ``analysis/ablation/seed{s}.json``."""
+        return self._cached(("ablation", task), lambda: {
+            s: d for s, d in self._per_seed(self.analysis_dir(task) / "ablation").items() if isinstance(d, dict)})
+
+    def curve_scorers(self, task: str) -> list[str]:
+        folder = self.analysis_dir(task) / "curve"
+        return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+
+    def curves(self, task: str, scorer: str) -> dict[int, dict]:
+        """``{seed: curve JSON}`` of ``analysis/curve/{scorer}/seed{s}.json``."""
+        return self._cached(("curve", task, scorer), lambda: {
+            s: d for s, d in self._per_seed(self.analysis_dir(task) / "curve" / scorer).items()
+            if isinstance(d, dict) and isinstance(d.get("points"), list)})
+
+    def curve_steps(self, task: str) -> list[int]:
+        folder = self.analysis_dir(task) / "curve_at"
+        if not folder.is_dir():
+            return []
+        return sorted(int(m.group(1)) for p in folder.iterdir() if (m := re.fullmatch(r"step(\d+)", p.name)))
+
+    def curves_at(self, task: str, step: int) -> dict[int, dict]:
+        """``{seed: curve JSON}`` of ``analysis/curve_at/step{N}/seed{s}.json``."""
+        return self._cached(("curve_at", task, step), lambda: {
+            s: d for s, d in self._per_seed(self.analysis_dir(task) / "curve_at" / f"step{step}").items()
+            if isinstance(d, dict) and isinstance(d.get("points"), list)})
+
+    def speed(self, task: str) -> list[dict]:
+        """Rows of ``analysis/speed.json`` (``[]`` when absent)."""
+        def build() -> list[dict]:
+            data = self._json(self.analysis_dir(task) / "speed.json")
+            rows = data.get("rows", data.get("results")) if isinstance(data, dict) else data
+            return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+        return self._cached(("speed", task), build)
+
+    def role_lams(self, task: str) -> list[str]:
+        folder = self.analysis_dir(task) / "roles"
+        return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+
+    def roles(self, task: str, lam: str) -> dict[int, list[dict]]:
+        """``{seed: [head rows]}`` of ``analysis/roles/{lam}/seed{s}.json`` (a list, or ``{"heads": [...]}``)."""
+        def build() -> dict[int, list[dict]]:
+            out = {}
+            for seed, data in self._per_seed(self.analysis_dir(task) / "roles" / lam).items():
+                rows = data.get("heads") if isinstance(data, dict) else data
+                if isinstance(rows, list):
+                    out[seed] = [r for r in rows if isinstance(r, dict)]
+            return out
+        return self._cached(("roles", task, lam), build)
+
+
+def _matches(run: Run, want: Mapping[str, Any]) -> bool:
+    for key, value in want.items():
+        have = getattr(run, key)
+        if key == "ratio":
+            if abs(float(have) - float(value)) > 1e-9:
+                return False
+        elif have != value:
+            return False
+    return True
+
+
+def reach_fields(run: Run, target: float | None) -> dict:
+    """``target``, ``time_to_target``/``steps_to_target`` (None if never), ``reached`` and the
+    ``*_or_total`` fallbacks (the run's total time or steps when it never reached the target)."""
+    seconds, step = to_target(run.metrics, target) if run.metrics else (None, None)
+    reached = None if target is None or not run.metrics else seconds is not None
+    total_s = run.record.get("train_seconds")
+    total_steps = run.record.get("steps")
+    return {
+        "target": target,
+        "time_to_target": seconds,
+        "steps_to_target": step,
+        "reached": reached,
+        "time_to_target_or_total": seconds if reached else (total_s if reached is False else None),
+        "steps_to_target_or_total": step if reached else (total_steps if reached is False else None),
+    }

@@ -1,0 +1,293 @@
+"""Per-replication figures (matplotlib, Agg, PNG): fixed panel sizes and no timestamp or software metadata,
+so the same inputs give the same bytes. Figures draw from the tables (means with 95 % CIs over seeds);
+a figure without data still renders, saying so, so a workflow can declare every file as an output."""
+
+from __future__ import annotations
+
+import io
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+from heads.io import write_bytes
+from heads.report.collect import RunTree, trailing_number
+from heads.report.fmt import records
+from heads.report.tables import (
+    ablation_table,
+    curve_at_table,
+    curve_table,
+    l0_table,
+    pruned_vs_scratch_table,
+    redundancy_table,
+    roles_table,
+    speed_table,
+    training_runs_table,
+)
+
+PANEL = (5.0, 3.8)  # inches per panel
+DPI = 100
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf"]
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"font.size": 8, "axes.titlesize": 9, "svg.hashsalt": "heads", "path.simplify": False})
+    return plt
+
+
+def _colors(names) -> dict[str, str]:
+    return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(sorted(set(names), key=str))}
+
+
+def _panels(keys: list, title: str, rows: int = 1):
+    plt = _plt()
+    n = max(1, len(keys))
+    fig, axes = plt.subplots(rows, n, figsize=(PANEL[0] * n, PANEL[1] * rows), squeeze=False)
+    fig.suptitle(title)
+    if not keys:
+        ax = axes[0][0]
+        ax.text(0.5, 0.5, "no data in the run tree", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+    return plt, fig, axes
+
+
+def _save(plt, fig, path: Path) -> Path:
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
+    plt.close(fig)
+    return write_bytes(path, buf.getvalue())
+
+
+def _by(rows: list[dict], key: str) -> dict:
+    out: dict = defaultdict(list)
+    for r in rows:
+        out[r[key]].append(r)
+    return dict(sorted(out.items(), key=lambda kv: str(kv[0])))
+
+
+def _err(rows: list[dict], lo: str = "ci_low", hi: str = "ci_high", m: str = "mean") -> list[list[float]]:
+    return [[r[m] - r[lo] if r[lo] is not None else 0 for r in rows],
+            [r[hi] - r[m] if r[hi] is not None else 0 for r in rows]]
+
+
+# -- michel2019 ----------------------------------------------------------------------------------------
+def curves_figure(tree: RunTree, path: Path) -> Path:
+    rows = [r for r in records(curve_table(tree)) if r["mean"] is not None]
+    tasks = _by(rows, "task")
+    plt, fig, axes = _panels(list(tasks), "Iterative pruning curves (mean, 95 % CI band over seeds)")
+    colors = _colors(r["scorer"] for r in rows)
+    for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
+        for scorer, srows in _by(trows, "scorer").items():
+            x = [100 * r["ratio"] for r in srows]
+            ax.plot(x, [r["mean"] for r in srows], marker="o", ms=3, color=colors[scorer], label=scorer)
+            ax.fill_between(x, [r["ci_low"] for r in srows], [r["ci_high"] for r in srows], color=colors[scorer],
+                            alpha=0.2, linewidth=0)
+        ax.set(title=task, xlabel="% heads pruned", ylabel=trows[0]["metric"])
+        ax.legend()
+    return _save(plt, fig, path)
+
+
+def ablation_figure(tree: RunTree, path: Path) -> Path:
+    import numpy as np
+
+    rows = records(ablation_table(tree))
+    tasks = _by(rows, "task")
+    plt, fig, axes = _panels(list(tasks), "Single-head ablation: Δ loss (* significant in most seeds)")
+    for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
+        sites = list(dict.fromkeys(r["site"] for r in trows))
+        heads = sorted({r["head"] for r in trows})
+        grid = np.full((len(sites), len(heads)), np.nan)
+        for r in trows:
+            i, j = sites.index(r["site"]), heads.index(r["head"])
+            grid[i, j] = r["delta_loss"]
+            if r["significant"]:
+                ax.text(j, i, "*", ha="center", va="center", fontsize=10)
+        lim = float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 1.0
+        im = ax.imshow(grid, cmap="RdBu_r", vmin=-lim or -1, vmax=lim or 1, aspect="auto")
+        labels = {r["site"]: r["label"] for r in trows}
+        ax.set_yticks(range(len(sites)), [labels[s] for s in sites])
+        ax.set_xticks(range(len(heads)), [str(h) for h in heads])
+        ax.set(title=task, xlabel="head")
+        fig.colorbar(im, ax=ax, label="Δ loss")
+    return _save(plt, fig, path)
+
+
+def curve_at_figure(tree: RunTree, path: Path) -> Path:
+    rows = [r for r in records(curve_at_table(tree)) if r["retained"] is not None]
+    final = [r for r in records(curve_table(tree)) if r["scorer"] == "importance" and r["retained"] is not None]
+    tasks = _by(rows, "task")
+    plt, fig, axes = _panels(list(tasks), "Importance pruning from snapshots over training")
+    for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
+        steps = _by(trows, "step")
+        cmap = plt.get_cmap("viridis")
+        for k, (step, srows) in enumerate(sorted(steps.items(), key=lambda kv: int(kv[0]))):
+            ax.plot([100 * r["ratio"] for r in srows], [r["retained"] for r in srows], marker="o", ms=3,
+                    color=cmap(k / max(1, len(steps) - 1)), label=f"step {step}")
+        frows = [r for r in final if r["task"] == task]
+        if frows:
+            ax.plot([100 * r["ratio"] for r in frows], [r["retained"] for r in frows], "k--", label="final")
+        ax.set(title=task, xlabel="% heads pruned", ylabel="metric retained (1 = unpruned)")
+        ax.legend()
+    return _save(plt, fig, path)
+
+
+def speed_figure(tree: RunTree, path: Path) -> Path:
+    rows = [r for r in records(speed_table(tree)) if r["speedup"] is not None and r["ratio"] > 0]
+    tasks = _by(rows, "task")
+    plt, fig, axes = _panels(list(tasks), "Inference speed-up of pruned models by batch size")
+    for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
+        for ratio, rrows in _by(trows, "ratio").items():
+            rrows.sort(key=lambda r: r["batch"])
+            ax.plot([r["batch"] for r in rrows], [r["speedup"] for r in rrows], marker="o",
+                    label=f"{100 * ratio:g} % pruned")
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set(title=task, xlabel="batch size", ylabel="examples/s vs unpruned")
+        ax.legend()
+    return _save(plt, fig, path)
+
+
+# -- voita2019 -----------------------------------------------------------------------------------------
+def l0_figure(tree: RunTree, path: Path) -> Path:
+    rows = [r for r in records(l0_table(tree)) if r["mean"] is not None]
+    tasks = _by(rows, "task")
+    plt, fig, axes = _panels(list(tasks), "L0 gates: heads kept vs metric (95 % CI)")
+    for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
+        trows.sort(key=lambda r: trailing_number(r["lam"]) or 0.0)
+        x = [r["heads"] for r in trows]
+        ax.errorbar(x, [r["mean"] for r in trows], yerr=_err(trows), marker="o", capsize=3, label="L0-pruned")
+        for r in trows:
+            ax.annotate(r["lam"], (r["heads"], r["mean"]), textcoords="offset points", xytext=(3, 3), fontsize=7)
+        scratch = [r for r in trows if r["scratch_mean"] is not None]
+        if scratch:
+            ax.errorbar([r["heads"] for r in scratch], [r["scratch_mean"] for r in scratch],
+                        yerr=_err(scratch, "scratch_ci_low", "scratch_ci_high", "scratch_mean"), marker="s",
+                        ls="none", capsize=3, label="same layout from scratch")
+        if trows[0]["baseline"] is not None:
+            ax.axhline(trows[0]["baseline"], color="grey", ls="--", label="baseline")
+        ax.set(title=task, xlabel="heads kept", ylabel=trows[0]["metric"])
+        ax.legend()
+    return _save(plt, fig, path)
+
+
+def roles_figure(tree: RunTree, path: Path) -> Path:
+    rows = [r for r in records(roles_table(tree)) if r["n_seeds"]]
+    keys = sorted({(r["task"], r["lam"]) for r in rows})
+    plt, fig, axes = _panels(keys, "Kept vs pruned heads: confidence and positional share (95 % CI)")
+    for ax, key in zip(axes[0], keys, strict=False):
+        krows = [r for r in rows if (r["task"], r["lam"]) == key]
+        for k, kept in enumerate((True, False)):
+            r = next((r for r in krows if r["kept"] == kept), None)
+            if r is None or r["confidence"] is None:
+                continue
+            xs = [k * 0.35, 1 + k * 0.35]
+            means = [r["confidence"], r["positional"] or 0.0]
+            errs = [[means[0] - r["ci_low"], means[1] - (r["positional_ci_low"] or means[1])],
+                    [r["ci_high"] - means[0], (r["positional_ci_high"] or means[1]) - means[1]]]
+            ax.bar(xs, means, width=0.35, yerr=errs, capsize=3, label="kept" if kept else "pruned")
+        ax.set_xticks([0.175, 1.175], ["confidence", "positional"])
+        ax.set(title=f"{key[0]} {key[1]}", ylim=(0, 1))
+        ax.legend()
+    return _save(plt, fig, path)
+
+
+# -- overprovisioning ----------------------------------------------------------------------------------
+def pruned_vs_scratch_figure(tree: RunTree, path: Path) -> Path:
+    rows = [r for r in records(pruned_vs_scratch_table(tree)) if r["mean"] is not None]
+    tasks = _by(rows, "task")
+    plt, fig, axes = _panels(list(tasks), "Pruned vs trained from scratch (mean, 95 % CI)")
+    for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
+        groups = sorted({f"{r['variant']}/{r['strategy']}" for r in trows})
+        ratios = sorted({r["ratio"] for r in trows})
+        colors, width = _colors(groups), 0.8 / max(1, len(groups))
+        for g, group in enumerate(groups):
+            grows = [r for r in trows if f"{r['variant']}/{r['strategy']}" == group]
+            xs = [ratios.index(r["ratio"]) + (g - (len(groups) - 1) / 2) * width for r in grows]
+            ax.bar(xs, [r["mean"] for r in grows], width=width, yerr=_err(grows), capsize=2, color=colors[group],
+                   label=group)
+        ax.set_xticks(range(len(ratios)), [f"{100 * q:g} %" for q in ratios])
+        ax.set(title=task, xlabel="heads removed", ylabel=trows[0]["metric"])
+        ax.legend(fontsize=6)
+    return _save(plt, fig, path)
+
+
+# -- training_time -------------------------------------------------------------------------------------
+def _training_tasks(tree: RunTree) -> list[str]:
+    """Tasks with training-time pruning runs (all tasks with a baseline when none has any)."""
+    during = sorted({r.task for r in tree.runs if r.variant == "during"})
+    return during or sorted({r.task for r in tree.runs if r.variant == "baseline"})
+
+
+def quality_vs_time_figure(tree: RunTree, path: Path) -> Path:
+    tasks = _training_tasks(tree)
+    runs = [r for r in tree.runs if r.variant in ("baseline", "during") and r.metrics and r.task in tasks]
+    plt, fig, axes = _panels(tasks, "Validation loss vs training seconds (one line per seed)")
+    for ax, task in zip(axes[0], tasks, strict=False):
+        truns = [r for r in runs if r.task == task]
+        colors = _colors(r.group for r in truns)
+        labelled = set()
+        for run in truns:
+            pts = [(m["train_seconds"], m["val_loss"]) for m in run.metrics
+                   if m.get("val_loss") is not None and m.get("train_seconds") is not None]
+            if not pts:
+                continue
+            ax.plot(*zip(*pts, strict=True), color=colors[run.group], lw=1, ls="--" if run.failed else "-",
+                    label=None if run.group in labelled else run.group)
+            labelled.add(run.group)
+        target = next((r.record.get("target") for r in truns if r.record.get("target")), None)
+        if target:
+            ax.axhline(target, color="grey", lw=0.8, ls=":", label="target")
+        ax.set(title=task, xlabel="training seconds", ylabel="validation loss")
+        ax.legend(fontsize=6)
+    return _save(plt, fig, path)
+
+
+def time_to_target_figure(tree: RunTree, path: Path) -> Path:
+    keep = _training_tasks(tree)
+    rows = [r for r in records(training_runs_table(tree)) if r["time_to_target"] is not None and r["task"] in keep]
+    tasks = _by(rows, "task")
+    plt, fig, axes = _panels(list(tasks), "Time to target loss (mean, 95 % CI; hatched: some runs never reached it)")
+    for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
+        names = [f"{r['variant']}/{r['strategy']}/{r['ratio']:g}" for r in trows]
+        err = _err(trows, "ttt_ci_low", "ttt_ci_high", "time_to_target")
+        bars = ax.bar(range(len(trows)), [r["time_to_target"] for r in trows], yerr=err, capsize=3)
+        for bar, r in zip(bars, trows, strict=True):
+            done, total = (int(x) for x in r["reached"].split("/"))
+            if done < total:
+                bar.set_hatch("//")
+        ax.set_xticks(range(len(trows)), names, rotation=30, ha="right")
+        ax.set(title=task, ylabel="training seconds")
+    return _save(plt, fig, path)
+
+
+def redundancy_figure(tree: RunTree, path: Path) -> Path:
+    rows = [r for r in records(redundancy_table(tree)) if r["redundancy_ratio"] is not None]
+    tasks = _by(rows, "task")
+    plt, fig, axes = _panels(list(tasks), "Redundancy ratio after warm-up by attention dropout (95 % CI)")
+    for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
+        err = _err(trows, m="redundancy_ratio")
+        ax.bar(range(len(trows)), [r["redundancy_ratio"] for r in trows], yerr=err, capsize=3)
+        ax.set_xticks(range(len(trows)), [f"{r['attention_dropout']:g}" for r in trows])
+        ax.set(title=task, xlabel="attention dropout in warm-up", ylabel="share of redundant heads", ylim=(0, 1))
+    return _save(plt, fig, path)
+
+
+FIGURES: dict[str, dict[str, Callable[[RunTree, Path], Path]]] = {
+    "michel2019": {"curves": curves_figure, "ablation": ablation_figure, "curve_at": curve_at_figure,
+                   "speed": speed_figure},
+    "voita2019": {"l0": l0_figure, "roles": roles_figure},
+    "overprovisioning": {"pruned_vs_scratch": pruned_vs_scratch_figure},
+    "training_time": {"quality_vs_time": quality_vs_time_figure, "time_to_target": time_to_target_figure,
+                      "redundancy": redundancy_figure},
+}
+
+
+def write_figures(name: str, tree: RunTree, out: str | Path) -> list[Path]:
+    """Every figure of replication ``name`` as ``out/<figure>.png``."""
+    return [draw(tree, Path(out) / f"{stem}.png") for stem, draw in FIGURES[name].items()]

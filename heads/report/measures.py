@@ -1,0 +1,409 @@
+"""Selectors: turn one side of a claim (``a:`` / ``b:`` in claims.yaml) into per-seed values.
+
+A selector is a mapping with ``from`` (default ``run``) and the keys that
+source needs; replications/README.md is the reference. Every selector yields a
+:class:`Series`: values keyed by seed (by repeat for ``speed``), the seeds whose
+run diverged, and the reasons anything is missing, so one absent experiment
+makes one claim inconclusive instead of crashing the report.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from heads.report.collect import Run, RunTree, higher_is_better, reach_fields, trailing_number
+from heads.report.sites import site_kind
+
+SOURCES = ("run", "ablation", "all_but_one", "curve", "curve_at", "speed", "roles")
+MEASURES = {
+    "ablation": ("significant_share", "significant_count", "mean_delta_loss"),
+    "all_but_one": ("harmless_share", "mean_delta", "max_delta"),
+    "curve": ("area", "retained", "value", "removable"),
+    "curve_at": ("area", "retained", "value", "removable"),
+    "speed": ("speedup", "examples_per_s"),
+    "roles": ("kept_minus_pruned", "kept_mean", "pruned_mean"),
+}
+KEYS = {
+    "run": {"variant", "strategy", "ratio", "field", "pick", "target"},
+    "ablation": {"measure", "site_kind"},
+    "all_but_one": {"measure", "site_kind", "budget", "relative"},
+    "curve": {"scorer", "measure", "field", "ratio", "upto", "budget"},
+    "curve_at": {"step", "measure", "field", "ratio", "upto", "budget"},
+    "speed": {"measure", "ratio", "batch"},
+    "roles": {"lam", "pick", "measure", "field"},
+}
+TTT_FIELDS = {"time_to_target", "steps_to_target"}
+
+
+class SelectorError(ValueError):
+    """A selector names an unknown source, measure or key (a mistake in claims.yaml, not in the data)."""
+
+
+@dataclass
+class Series:
+    """Per-seed values of one selector, with what went wrong on the way."""
+
+    label: str
+    values: dict[int, float] = field(default_factory=dict)
+    failed: dict[int, str] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def check_selector(sel: Mapping[str, Any], where: str) -> None:
+    """Raise :class:`SelectorError` for an unknown source, key or measure."""
+    source = sel.get("from", "run")
+    if source not in SOURCES:
+        raise SelectorError(f"{where}: from: {source!r} is not one of {list(SOURCES)}")
+    unknown = sorted(set(sel) - KEYS[source] - {"from", "task"})
+    if unknown:
+        raise SelectorError(f"{where}: keys {unknown} are unknown for from: {source}; known: {sorted(KEYS[source])}")
+    if source == "run":
+        for key in ("variant", "field"):
+            if key not in sel:
+                raise SelectorError(f"{where}: from: run needs {key!r}")
+    elif sel.get("measure") not in MEASURES[source]:
+        raise SelectorError(f"{where}: measure: {sel.get('measure')!r} is not one of {list(MEASURES[source])}")
+    if source == "curve" and "scorer" not in sel:
+        raise SelectorError(f"{where}: from: curve needs 'scorer'")
+    if isinstance(sel.get("pick"), Mapping) and set(sel["pick"].values()) - {"min", "max"}:
+        raise SelectorError(f"{where}: pick values must be 'min' or 'max'")
+
+
+def measure(tree: RunTree, sel: Mapping[str, Any]) -> Series:
+    """Evaluate one (checked) selector against the run tree."""
+    source = sel.get("from", "run")
+    return {"run": _run, "ablation": _ablation, "all_but_one": _all_but_one, "curve": _curve, "curve_at": _curve,
+            "speed": _speed, "roles": _roles}[source](tree, sel)
+
+
+# -- runs ----------------------------------------------------------------------------------------------
+def _is_glob(value: Any) -> bool:
+    return isinstance(value, str) and any(c in value for c in "*?[")
+
+
+def _pick(groups: list[tuple], keys: Sequence[str], pick: Mapping[str, str]) -> list[tuple]:
+    """Narrow the matching groups by ``pick`` ({key: min|max}) on the key's number."""
+    for key, how in pick.items():
+        if key not in keys or len(groups) < 2:
+            continue
+        i = keys.index(key)
+
+        def number(g: tuple, i: int = i) -> float:
+            value = g[i]
+            n = value if isinstance(value, (int, float)) else trailing_number(str(value))
+            return math.nan if n is None else float(n)
+
+        numbered = [g for g in groups if not math.isnan(number(g))]
+        if numbered:
+            best = (max if how == "max" else min)(number(g) for g in numbered)
+            groups = [g for g in numbered if number(g) == best]
+    return groups
+
+
+def _run(tree: RunTree, sel: Mapping[str, Any]) -> Series:
+    task, variant, strategy = sel["task"], str(sel["variant"]), str(sel.get("strategy", "*"))
+    ratio = sel.get("ratio")
+    fld = str(sel["field"])
+    label = f"{task}/{variant}/{strategy}/{'*' if ratio is None else ratio} {fld}"
+    series = Series(label)
+    runs = [r for r in tree.runs if r.task == task and fnmatch.fnmatchcase(r.variant, variant)
+            and fnmatch.fnmatchcase(r.strategy, strategy) and (ratio is None or abs(r.ratio - float(ratio)) < 1e-9)]
+    if not runs:
+        series.missing.append(f"no runs under {task}/{variant}/{strategy}/{'*' if ratio is None else ratio}")
+        return series
+    groups = sorted({(r.variant, r.strategy, r.ratio) for r in runs})
+    groups = _pick(groups, ["variant", "strategy", "ratio"], sel.get("pick") or {})
+    if len(groups) > 1:
+        names = ", ".join(next(r.group for r in runs if (r.variant, r.strategy, r.ratio) == g) for g in groups)
+        series.missing.append(f"{task}: {len(groups)} run groups match ({names}); name one or add pick")
+        return series
+    (v, s, q), = groups
+    chosen = [r for r in runs if (r.variant, r.strategy, r.ratio) == (v, s, q)]
+    if len({(r.variant, r.strategy, r.ratio) for r in runs}) > 1:
+        series.notes.append(f"picked {chosen[0].group}")
+    series.label = f"{task}/{chosen[0].group} {fld}"
+    target_sel = sel.get("target")
+    target = None
+    if fld in TTT_FIELDS:
+        spec = dict(target_sel or {})
+        tol = spec.pop("tol", None)
+        target = tree.baseline_target(task, tol, spec)
+        if target is None:
+            series.missing.append(f"{task}: no baseline final val_loss to set the target")
+            return series
+    not_reached = 0
+    for run in chosen:
+        if run.status == "diverged":
+            series.failed[run.seed] = f"{run.name} diverged" + (f" ({run.message})" if run.message else "")
+            continue
+        if run.failed:
+            series.missing.append(f"{run.name}: {run.status}" + (f" ({run.message})" if run.message else ""))
+            continue
+        value, reached = _run_field(run, fld, target)
+        if value is None:
+            series.missing.append(f"{run.name}: no {fld}")
+            continue
+        not_reached += reached is False
+        series.values[run.seed] = value
+    if not_reached:
+        series.notes.append(f"target not reached by {not_reached}/{len(chosen)} {v}/{s} runs (total used)")
+    return series
+
+
+def _run_field(run: Run, fld: str, target: float | None) -> tuple[float | None, bool | None]:
+    """A record field; time/steps-to-target fall back to the run's total when the target is never reached."""
+    if fld in TTT_FIELDS:
+        reach = reach_fields(run, target)
+        return reach[f"{fld}_or_total"], reach["reached"]
+    value = run.record.get(fld)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None, None
+    return float(value), None
+
+
+# -- ablation tables -----------------------------------------------------------------------------------
+def _kinds(sel: Mapping[str, Any]) -> set[str] | None:
+    kinds = sel.get("site_kind")
+    if kinds is None:
+        return None
+    return {kinds} if isinstance(kinds, str) else set(kinds)
+
+
+def _per_seed(tree_data: Mapping[int, Any], label: str, missing_text: str,
+              fn: Callable[[Any], float | None]) -> Series:
+    series = Series(label)
+    if not tree_data:
+        series.missing.append(missing_text)
+    for seed, data in sorted(tree_data.items()):
+        value = fn(data)
+        if value is None:
+            series.missing.append(f"{label}: seed {seed} has nothing to measure")
+        else:
+            series.values[seed] = value
+    return series
+
+
+def _ablation(tree: RunTree, sel: Mapping[str, Any]) -> Series:
+    task, how, kinds = sel["task"], sel["measure"], _kinds(sel)
+
+    def fn(data: dict) -> float | None:
+        rows = [r for r in data.get("heads", []) if isinstance(r, dict)
+                and (kinds is None or site_kind(str(r.get("site", ""))) in kinds)]
+        if not rows:
+            return None
+        if how == "mean_delta_loss":
+            return sum(float(r["delta_loss"]) for r in rows) / len(rows)
+        significant = sum(bool(r.get("significant")) for r in rows)
+        return significant / len(rows) if how == "significant_share" else float(significant)
+
+    where = "" if kinds is None else f" ({'/'.join(sorted(kinds))} sites)"
+    return _per_seed(tree.ablation(task), f"{task} ablation {how}{where}",
+                     f"{task}: no analysis/ablation/seed*.json", fn)
+
+
+def _all_but_one(tree: RunTree, sel: Mapping[str, Any]) -> Series:
+    task, how, kinds = sel["task"], sel["measure"], _kinds(sel)
+    budget, relative = float(sel.get("budget", 0.05)), bool(sel.get("relative", True))
+
+    def delta(row: dict) -> float | None:
+        d, base = row.get("delta_loss"), row.get("baseline_loss")
+        if d is None and row.get("loss") is not None and base is not None:
+            d = row["loss"] - base
+        if d is None:
+            return None
+        if relative:
+            return float(d) / float(base) if base else None
+        return float(d)
+
+    def fn(data: dict) -> float | None:
+        table = data.get("all_but_one") or {}
+        deltas = [delta(row) for site, row in sorted(table.items())
+                  if isinstance(row, dict) and (kinds is None or site_kind(site) in kinds)]
+        deltas = [d for d in deltas if d is not None]
+        if not deltas:
+            return None
+        if how == "harmless_share":
+            return sum(d <= budget for d in deltas) / len(deltas)
+        return max(deltas) if how == "max_delta" else sum(deltas) / len(deltas)
+
+    where = "" if kinds is None else f" ({'/'.join(sorted(kinds))} sites)"
+    return _per_seed(tree.ablation(task), f"{task} all-but-one {how}{where}",
+                     f"{task}: no analysis/ablation/seed*.json", fn)
+
+
+# -- pruning curves ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Curve:
+    """One pruning curve: pruned share, the field's value and its retained share at each level, and the points."""
+
+    field: str
+    ratios: list[float]
+    values: list[float]
+    retained: list[float]
+    points: list[dict]
+
+
+def curve_series(data: Mapping[str, Any], fld: str | None = None) -> Curve | None:
+    """The usable points of one curve JSON; ``retained`` is the field relative to level 0, oriented so that
+    1 = nothing lost and smaller = worse. None when there is no level 0 or no usable value."""
+    fld = fld or data.get("metric") or "loss"
+    points = [p for p in data.get("points", []) if isinstance(p, dict) and isinstance(p.get("ratio"), (int, float))
+              and isinstance(p.get(fld), (int, float)) and math.isfinite(p[fld])]
+    points.sort(key=lambda p: p["ratio"])
+    if not points or points[0]["ratio"] != 0 or points[0][fld] == 0:
+        return None
+    values = [float(p[fld]) for p in points]
+    higher = higher_is_better(fld)
+    if not higher and any(v <= 0 for v in values):
+        return None
+    retained = [v / values[0] if higher else values[0] / v for v in values]
+    return Curve(fld, [float(p["ratio"]) for p in points], values, retained, points)
+
+
+def interpolate(xs: Sequence[float], ys: Sequence[float], x: float) -> float | None:
+    """Linear interpolation inside ``xs`` (sorted); None outside."""
+    for i in range(len(xs)):
+        if abs(xs[i] - x) < 1e-9:
+            return ys[i]
+        if i and xs[i - 1] < x < xs[i]:
+            w = (x - xs[i - 1]) / (xs[i] - xs[i - 1])
+            return ys[i - 1] + w * (ys[i] - ys[i - 1])
+    return None
+
+
+def curve_area(xs: Sequence[float], ys: Sequence[float], upto: float) -> float | None:
+    """Mean of ``ys`` over [0, upto] (trapezoids); None when the curve stops before ``upto``."""
+    if upto <= 0 or not xs or xs[-1] < upto - 1e-9:
+        return None
+    end = interpolate(xs, ys, upto)
+    px = [x for x in xs if x < upto - 1e-9] + [upto]
+    py = [y for x, y in zip(xs, ys, strict=True) if x < upto - 1e-9] + [end]
+    area = sum((px[i] - px[i - 1]) * (py[i] + py[i - 1]) / 2 for i in range(1, len(px)))
+    return area / upto
+
+
+def removable(xs: Sequence[float], ys: Sequence[float], budget: float) -> float:
+    """The largest pruned share before the first level that loses more than ``budget`` (relative)."""
+    best = 0.0
+    for x, y in zip(xs, ys, strict=True):
+        if y < 1 - budget - 1e-12:
+            break
+        best = x
+    return best
+
+
+def _curve_value(data: Mapping[str, Any], sel: Mapping[str, Any]) -> float | None:
+    curve = curve_series(data, sel.get("field"))
+    if curve is None:
+        return None
+    xs, how = curve.ratios, sel["measure"]
+    if how == "area":
+        return curve_area(xs, curve.retained, float(sel.get("upto", xs[-1])))
+    if how == "removable":
+        return removable(xs, curve.retained, float(sel.get("budget", 0.03)))
+    if "ratio" not in sel:
+        return None
+    return interpolate(xs, curve.retained if how == "retained" else curve.values, float(sel["ratio"]))
+
+
+def resolve_step(tree: RunTree, task: str, step: Any) -> int | None:
+    """A snapshot step: an integer, or ``first`` / ``last`` of those with curves."""
+    steps = tree.curve_steps(task)
+    if step in ("first", "last"):
+        return (steps[0] if step == "first" else steps[-1]) if steps else None
+    try:
+        return int(step)
+    except (TypeError, ValueError):
+        return None
+
+
+def _curve(tree: RunTree, sel: Mapping[str, Any]) -> Series:
+    task, how = sel["task"], sel["measure"]
+    where = f"ratio {sel['ratio']}" if "ratio" in sel else f"up to {sel['upto']}" if "upto" in sel else ""
+    if sel.get("from") == "curve_at":
+        step = resolve_step(tree, task, sel.get("step", "last"))
+        if step is None:
+            return Series(f"{task} curve_at", missing=[f"{task}: no analysis/curve_at/step*/ (step {sel.get('step')})"])
+        data, label = tree.curves_at(task, step), f"{task} curve_at step{step} {how} {where}".strip()
+        missing = f"{task}: no analysis/curve_at/step{step}/seed*.json"
+    else:
+        data, label = tree.curves(task, sel["scorer"]), f"{task} curve {sel['scorer']} {how} {where}".strip()
+        missing = f"{task}: no analysis/curve/{sel['scorer']}/seed*.json"
+    return _per_seed(data, label, missing, lambda d: _curve_value(d, sel))
+
+
+# -- speed ---------------------------------------------------------------------------------------------
+def speed_samples(rows: Sequence[Mapping], ratio: float, batch: Any = None) -> list[float]:
+    """Examples per second of every timed pass at ``ratio`` (and ``batch``), in file order: from each row's
+    ``times`` (one entry per repeat, ``examples`` per pass) when present, else the row's ``examples_per_s``."""
+    out: list[float] = []
+    for row in rows:
+        r = row.get("ratio")
+        if not isinstance(r, (int, float)) or abs(float(r) - ratio) > 1e-9 or (batch is not None
+                                                                                 and row.get("batch") != batch):
+            continue
+        times, examples = row.get("times"), row.get("examples")
+        if isinstance(times, list) and times and isinstance(examples, (int, float)):
+            out += [examples / t for t in times if isinstance(t, (int, float)) and t > 0]
+        elif isinstance(row.get("examples_per_s"), (int, float)):
+            out.append(float(row["examples_per_s"]))
+    return out
+
+
+def _speed(tree: RunTree, sel: Mapping[str, Any]) -> Series:
+    task, how = sel["task"], sel["measure"]
+    ratio, batch = float(sel.get("ratio", 0.5)), sel.get("batch")
+    label = f"{task} speed {how} ratio {ratio:g}" + (f" batch {batch}" if batch is not None else "")
+    series = Series(label)
+    rows = tree.speed(task)
+    if not rows:
+        series.missing.append(f"{task}: no analysis/speed.json")
+        return series
+    pruned, full = speed_samples(rows, ratio, batch), speed_samples(rows, 0.0, batch)
+    if not pruned or (how == "speedup" and not full):
+        series.missing.append(f"{label}: no timings for ratio {ratio:g}" + ("" if full else " or 0.0"))
+        return series
+    series.notes.append("n counts timed repeats of one model, not seeds")
+    if how == "examples_per_s":
+        series.values = dict(enumerate(pruned))
+    elif len(pruned) == len(full):  # the k-th passes of both ran in the same repeat round
+        series.values = {i: p / f for i, (p, f) in enumerate(zip(pruned, full, strict=True)) if f > 0}
+    else:
+        series.values = {0: (sum(pruned) / len(pruned)) / (sum(full) / len(full))}
+        series.notes.append("timings do not pair up: ratio of means")
+    return series
+
+
+# -- roles ---------------------------------------------------------------------------------------------
+def _roles(tree: RunTree, sel: Mapping[str, Any]) -> Series:
+    task, how, fld = sel["task"], sel["measure"], str(sel.get("field", "confidence"))
+    lam = str(sel.get("lam", "*"))
+    lams = [name for name in tree.role_lams(task) if fnmatch.fnmatchcase(name, lam)]
+    lams = [g[0] for g in _pick([(n,) for n in lams], ["lam"], sel.get("pick") or {})]
+    label = f"{task} roles {lam} {fld} {how}"
+    if not lams:
+        return Series(label, missing=[f"{task}: no analysis/roles/{lam}/"])
+    if len(lams) > 1:
+        return Series(label, missing=[f"{task}: roles of {', '.join(lams)} match; name one or add pick"])
+
+    def fn(rows: list[dict]) -> float | None:
+        kept = [float(r[fld]) for r in rows if r.get("kept") and isinstance(r.get(fld), (int, float))]
+        gone = [float(r[fld]) for r in rows if not r.get("kept") and isinstance(r.get(fld), (int, float))]
+        k = sum(kept) / len(kept) if kept else None
+        g = sum(gone) / len(gone) if gone else None
+        if how == "kept_mean":
+            return k
+        if how == "pruned_mean":
+            return g
+        return None if k is None or g is None else k - g
+
+    series = _per_seed(tree.roles(task, lams[0]), f"{task} roles {lams[0]} {fld} {how}",
+                       f"{task}: no analysis/roles/{lams[0]}/seed*.json", fn)
+    if lams[0] != lam:
+        series.notes.append(f"picked {lams[0]}")
+    return series

@@ -1,0 +1,332 @@
+"""Per-replication tables (CSV + Markdown): means over seeds with bootstrap CIs; failed runs are counted."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from heads.report.collect import Run, RunTree, trailing_number
+from heads.report.fmt import Table
+from heads.report.measures import curve_series, speed_samples
+from heads.report.sites import site_kind, site_label, site_order
+from heads.report.stats import estimate
+
+CI = ["mean", "ci_low", "ci_high"]
+
+
+def ci(values: Iterable[float | None]) -> list[float | None]:
+    """``[mean, ci_low, ci_high]`` over the non-missing values."""
+    est = estimate([v for v in values if v is not None])
+    return [est.mean, est.ci_low, est.ci_high]
+
+
+def mean(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _rows(rows, *required: str) -> list[dict]:
+    """The mappings of an analysis list that carry ``required`` keys (``site`` a string, the rest numbers);
+    malformed rows are skipped, not fatal."""
+
+    def valid(r: dict, key: str) -> bool:
+        return isinstance(r.get(key), str) if key == "site" else isinstance(r.get(key), (int, float))
+
+    return [r for r in rows if isinstance(r, dict) and all(valid(r, k) for k in required)] \
+        if isinstance(rows, list) else []
+
+
+def _groups(runs: Iterable[Run]) -> dict[tuple, list[Run]]:
+    out: dict[tuple, list[Run]] = defaultdict(list)
+    for run in runs:
+        out[(run.task, run.variant, run.strategy, run.ratio)].append(run)
+    return dict(sorted(out.items()))
+
+
+def _ok(runs: list[Run], fld: str) -> list[float | None]:
+    return [r.record.get(fld) for r in runs if not r.failed]
+
+
+# -- michel2019 ----------------------------------------------------------------------------------------
+def ablation_table(tree: RunTree) -> Table:
+    cols = ["task", "site", "label", "kind", "head", "n_seeds", "delta_loss", "ci_low", "ci_high",
+            "delta_accuracy", "significant_seeds", "significant", "median_p"]
+    rows = []
+    for task in tree.tasks:
+        cells: dict[tuple, list[dict]] = defaultdict(list)
+        for data in tree.ablation(task).values():
+            for r in _rows(data.get("heads"), "site", "head", "delta_loss"):
+                cells[(r["site"], int(r["head"]))].append(r)
+        for (site, head), rs in sorted(cells.items(), key=lambda kv: (site_order(kv[0][0]), kv[0][1])):
+            sig = sum(bool(r.get("significant")) for r in rs)
+            ps = [r["p_value"] for r in rs if isinstance(r.get("p_value"), (int, float))]
+            rows.append([task, site, site_label(site), site_kind(site), head, len(rs),
+                         *ci(r.get("delta_loss") for r in rs), mean(r.get("delta_accuracy") for r in rs),
+                         f"{sig}/{len(rs)}", "*" if 2 * sig > len(rs) else "",
+                         statistics.median(ps) if ps else None])
+    return Table("Single-head ablation", cols, rows, caption=(
+        "Each head masked alone (Michel et al. Table 1): change in loss (> 0: the head helps), mean over seeds "
+        "with 95 % bootstrap CI; `significant_seeds`: seeds where the paired test found p < 0.05; `*`: in most "
+        "seeds."))
+
+
+def ablation_summary_table(tree: RunTree) -> Table:
+    cols = ["task", "kind", "heads", "n_seeds", "significant_share", "ci_low", "ci_high", "upward_share"]
+    rows = []
+    for task in tree.tasks:
+        per_kind: dict[str, list[tuple[float, float | None, int]]] = defaultdict(list)
+        for data in tree.ablation(task).values():
+            by_kind: dict[str, list[dict]] = defaultdict(list)
+            for r in _rows(data.get("heads"), "site", "delta_loss"):
+                by_kind[site_kind(r["site"])].append(r)
+            for kind, rs in by_kind.items():
+                sig = [r for r in rs if r.get("significant")]
+                up = sum(r.get("delta_loss", 0) < 0 for r in sig) / len(sig) if sig else None
+                per_kind[kind].append((len(sig) / len(rs), up, len(rs)))
+        for kind, vals in sorted(per_kind.items()):
+            rows.append([task, kind, vals[0][2], len(vals), *ci(v[0] for v in vals), mean(v[1] for v in vals)])
+    return Table("Significant heads per site kind", cols, rows, caption=(
+        "Share of heads whose single ablation changes the loss significantly (Michel: 8 of 96 encoder "
+        "self-attention heads); `upward_share`: of those, the share whose removal lowers the loss."))
+
+
+def all_but_one_table(tree: RunTree) -> Table:
+    cols = ["task", "site", "label", "kind", "n_seeds", "best_head", "delta_loss", "ci_low", "ci_high",
+            "relative_delta", "delta_accuracy"]
+    rows = []
+    for task in tree.tasks:
+        cells: dict[str, list[dict]] = defaultdict(list)
+        for data in tree.ablation(task).values():
+            table = data.get("all_but_one")
+            for site, r in (table.items() if isinstance(table, dict) else ()):
+                if _rows([r], "baseline_loss") and ("delta_loss" in r or "loss" in r):
+                    cells[site].append(r)
+        for site, rs in sorted(cells.items(), key=lambda kv: site_order(kv[0])):
+            heads = Counter(int(r["best_head"]) for r in rs if "best_head" in r)
+            best = min(heads, key=lambda h: (-heads[h], h)) if heads else None
+            deltas = [r.get("delta_loss", r.get("loss", 0) - r.get("baseline_loss", 0)) for r in rs]
+            rel = [d / r["baseline_loss"] for d, r in zip(deltas, rs, strict=True) if r.get("baseline_loss")]
+            acc = [r["accuracy"] - r["baseline_accuracy"] for r in rs
+                   if all(isinstance(r.get(k), (int, float)) for k in ("accuracy", "baseline_accuracy"))]
+            rows.append([task, site, site_label(site), site_kind(site), len(rs), best, *ci(deltas), mean(rel),
+                         mean(acc)])
+    return Table("All but one head per site", cols, rows, caption=(
+        "Each site reduced to its best single head, the rest of the model intact (Michel et al. Table 2): "
+        "increase in loss, mean over seeds with 95 % CI; `best_head`: the most frequent best head."))
+
+
+def _curve_rows(task: str, label: str | int, curves: dict[int, dict]) -> list[list]:
+    cells: dict[float, list[tuple[float, float, float | None]]] = defaultdict(list)
+    metric = None
+    for data in curves.values():
+        curve = curve_series(data)
+        if curve is None:
+            continue
+        metric = curve.field
+        for x, v, y, p in zip(curve.ratios, curve.values, curve.retained, curve.points, strict=True):
+            cells[round(x, 6)].append((v, y, p.get("loss")))
+    return [[task, label, ratio, len(v), metric, *ci(x[0] for x in v), mean(x[1] for x in v),
+             mean(x[2] for x in v)] for ratio, v in sorted(cells.items())]
+
+
+def curve_table(tree: RunTree) -> Table:
+    cols = ["task", "scorer", "ratio", "n_seeds", "metric", *CI, "retained", "loss"]
+    rows = [row for task in tree.tasks for scorer in tree.curve_scorers(task)
+            for row in _curve_rows(task, scorer, tree.curves(task, scorer))]
+    return Table("Iterative pruning curves", cols, rows, caption=(
+        "Metric after pruning the given share of heads, re-scoring at each level (Michel et al. Fig. 3); "
+        "`retained`: the metric relative to the unpruned model (1 = nothing lost, oriented so larger is better)."))
+
+
+def curve_at_table(tree: RunTree) -> Table:
+    cols = ["task", "step", "ratio", "n_seeds", "metric", *CI, "retained", "loss"]
+    rows = [row for task in tree.tasks for step in tree.curve_steps(task)
+            for row in _curve_rows(task, step, tree.curves_at(task, step))]
+    return Table("Pruning curves over training", cols, rows, caption=(
+        "Importance pruning from snapshots of the baseline (Michel et al. Fig. 6): is a small set of important "
+        "heads settled early?"))
+
+
+def speed_table(tree: RunTree) -> Table:
+    cols = ["task", "ratio", "batch", "repeats", "heads", "params", "examples_per_s", "speedup", "ci_low", "ci_high",
+            "cpu_speedup"]
+    rows = []
+    for task in tree.tasks:
+        speed = _rows(tree.speed(task), "ratio", "batch")
+        for r in sorted(speed, key=lambda r: (r["batch"], r["ratio"])):
+            mine = speed_samples([r], float(r["ratio"]), r["batch"])
+            base = speed_samples(speed, 0.0, r["batch"])
+            paired = [m / b for m, b in zip(mine, base, strict=True)] if len(mine) == len(base) and base else []
+            eps = r.get("examples_per_s") if isinstance(r.get("examples_per_s"), (int, float)) else mean(mine)
+            base_eps = mean(base)
+            speedup = r.get("speedup") if isinstance(r.get("speedup"), (int, float)) else (
+                eps / base_eps if eps and base_eps else None)
+            low, high = ci(paired)[1:] if paired else (None, None)
+            rows.append([task, float(r["ratio"]), int(r["batch"]), len(mine), r.get("heads"), r.get("params"), eps,
+                         speedup, low, high, r.get("cpu_speedup")])
+    rows.sort(key=lambda r: (r[0], r[2], r[1]))
+    return Table("Inference speed", cols, rows, caption=(
+        "Examples per second of the pruned model by batch size (median pass); `speedup` against the unpruned "
+        "model at the same batch, 95 % CI over the paired timed repeats (Michel: about +17 % at batch 16-64, ~2 % "
+        "at batch 1-4, at 50 % pruned); `cpu_speedup`: of median CPU seconds."))
+
+
+# -- voita2019 -----------------------------------------------------------------------------------------
+def l0_table(tree: RunTree) -> Table:
+    cols = ["task", "lam", "metric", "n_ok", "n_failed", "heads", "heads_removed_share", *CI, "baseline",
+            "scratch_mean", "scratch_ci_low", "scratch_ci_high", "scratch_n"]
+    rows = []
+    for task in tree.tasks:
+        base = tree.select(task, "baseline", "none")
+        for (_, _, strategy, _), runs in _groups(tree.select(task, "l0")).items():
+            scratch = [r for r in tree.select(task, "scratch", f"l0{strategy}") if not r.failed]
+            ok = [r for r in runs if not r.failed]
+            rows.append([task, strategy, tree.metric(task, tree.runs), len(ok), len(runs) - len(ok),
+                         mean(_ok(runs, "heads")), mean(_ok(runs, "heads_removed_share")), *ci(_ok(runs, "value")),
+                         mean(_ok(base, "value")), *ci(_ok(scratch, "value")), len(scratch)])
+    rows.sort(key=lambda r: (r[0], trailing_number(r[1]) or 0.0, r[1]))
+    return Table("Hard-Concrete (L0) head gates", cols, rows, caption=(
+        "The baseline fine-tuned with L0 gates at penalty λ, closed heads removed (Voita et al.): heads left, "
+        "task metric (mean, 95 % CI); `scratch`: the same head layout trained from initialisation."))
+
+
+def roles_table(tree: RunTree) -> Table:
+    cols = ["task", "lam", "kept", "n_seeds", "heads", "confidence", "ci_low", "ci_high", "positional",
+            "positional_ci_low", "positional_ci_high"]
+    rows = []
+    for task in tree.tasks:
+        for lam in tree.role_lams(task):
+            per_seed = tree.roles(task, lam)
+            for kept in (True, False):
+                conf, pos, counts = [], [], []
+                for heads in per_seed.values():
+                    rs = [h for h in heads if bool(h.get("kept")) == kept]
+                    if rs:
+                        counts.append(len(rs))
+                        conf.append(mean(h.get("confidence") for h in rs))
+                        pos.append(mean(h.get("positional") for h in rs))
+                rows.append([task, lam, kept, len(counts), mean(counts), *ci(conf), *ci(pos)])
+    return Table("Roles of kept and pruned heads", cols, rows, caption=(
+        "Per seed, the mean confidence (mean max attention weight) and positional share (attention on the "
+        "previous/next token) of the heads the L0 model kept vs pruned (Voita et al.); mean over seeds, 95 % CI."))
+
+
+# -- overprovisioning ----------------------------------------------------------------------------------
+def _op_groups(tree: RunTree, task: str) -> dict[tuple, list[Run]]:
+    runs = [r for r in tree.select(task) if (r.variant in ("posthoc", "posthoc_ft", "scratch") and r.ratio > 0)
+            or (r.variant == "baseline")]
+    return _groups(runs)
+
+
+def pruned_vs_scratch_table(tree: RunTree) -> Table:
+    cols = ["task", "ratio", "variant", "strategy", "metric", "n_ok", "n_failed", *CI, "heads", "params"]
+    rows = []
+    for task in tree.tasks:
+        for (_, variant, strategy, ratio), runs in _op_groups(tree, task).items():
+            ok = [r for r in runs if not r.failed]
+            rows.append([task, ratio, variant, strategy, tree.metric(task, tree.runs), len(ok), len(runs) - len(ok),
+                         *ci(_ok(runs, "value")), mean(_ok(runs, "heads")), mean(_ok(runs, "params"))])
+    rows.sort(key=lambda r: (r[0], r[1], r[2], r[3]))
+    return Table("Pruned vs trained from scratch", cols, rows, caption=(
+        "Final task metric (mean over seeds, 95 % CI) of the full model pruned post hoc to a share of heads "
+        "(`posthoc`, `posthoc_ft`: fine-tuned after) and of the same head count trained from initialisation "
+        "(`scratch/matched`: the exact pruned layout; `scratch/uniform`: the same number per site)."))
+
+
+def paired(a: list[Run], b: list[Run], fld: str, op: Callable[[float, float], float]) -> list[float]:
+    bv = {r.seed: r.record.get(fld) for r in b if not r.failed}
+    return [op(r.record[fld], bv[r.seed]) for r in a if not r.failed and r.record.get(fld) is not None
+            and bv.get(r.seed) is not None]
+
+
+def differences_table(tree: RunTree) -> Table:
+    cols = ["task", "ratio", "comparison", "metric", "n_seeds", *CI, "scratch_worse"]
+    rows = []
+    for task in tree.tasks:
+        metric = tree.metric(task, tree.runs)
+        higher = metric in ("bleu", "chrf", "accuracy")
+        groups = _op_groups(tree, task)
+        for (_, v1, s1, q1), scratch in groups.items():
+            if v1 != "scratch":
+                continue
+            for (_, v2, s2, q2), pruned in groups.items():
+                if v2 not in ("posthoc", "posthoc_ft") or q2 != q1:
+                    continue
+                diffs = paired(scratch, pruned, "value", lambda x, y: x - y)
+                m = ci(diffs)
+                worse = None if m[0] is None else (m[0] < 0) == higher
+                rows.append([task, q1, f"{v1}/{s1} - {v2}/{s2}", metric, len(diffs), *m, worse])
+    return Table("Scratch minus pruned, paired by seed", cols, rows, caption=(
+        "Metric of the scratch model minus the pruned one, per seed (mean, 95 % CI); `scratch_worse`: the "
+        "over-provisioning claim's direction."))
+
+
+# -- training_time -------------------------------------------------------------------------------------
+def _tt_runs(tree: RunTree, task: str) -> dict[tuple, list[Run]]:
+    return _groups(r for r in tree.select(task) if r.variant in ("baseline", "during"))
+
+
+def training_runs_table(tree: RunTree) -> Table:
+    cols = ["task", "variant", "strategy", "ratio", "n_ok", "n_failed", "final_val_loss", "ci_low", "ci_high",
+            "value", "train_seconds", "time_to_target", "ttt_ci_low", "ttt_ci_high", "reached", "steps_to_target",
+            "time_ratio", "heads", "params", "tokens_per_s", "target"]
+    rows = []
+    for task in tree.tasks:
+        base = {r.seed: r for r in tree.select(task, "baseline", "none", 0.0) if not r.failed}
+        for (_, variant, strategy, ratio), runs in _tt_runs(tree, task).items():
+            ok = [r for r in runs if not r.failed]
+            reached = [r.record.get("reached") for r in ok if r.record.get("reached") is not None]
+            ratios = [r.record["time_to_target_or_total"] / base[r.seed].record["time_to_target_or_total"]
+                      for r in ok if r.seed in base and r.record.get("time_to_target_or_total")
+                      and base[r.seed].record.get("time_to_target_or_total")]
+            rows.append([task, variant, strategy, ratio, len(ok), len(runs) - len(ok), *ci(_ok(runs, "final_val_loss")),
+                         mean(_ok(runs, "value")), mean(_ok(runs, "train_seconds")),
+                         *ci(_ok(runs, "time_to_target_or_total")), f"{sum(reached)}/{len(reached)}",
+                         mean(_ok(runs, "steps_to_target_or_total")), mean(ratios), mean(_ok(runs, "heads")),
+                         mean(_ok(runs, "params")), mean(_ok(runs, "tokens_per_s")),
+                         next((r.record.get("target") for r in runs), None)])
+    return Table("Training-time pruning: quality, wall-clock and time-to-target", cols, rows, caption=(
+        "Target: the baseline's median final validation loss × 1.01. `time_to_target`: training seconds until "
+        "the validation loss first reaches it (the run's total time when it never does; `reached` counts the "
+        "runs that did); `time_ratio`: per seed against the baseline, mean over seeds."))
+
+
+def redundancy_table(tree: RunTree) -> Table:
+    cols = ["task", "strategy", "ratio", "attention_dropout", "n_ok", "n_failed", "redundancy_ratio", "ci_low",
+            "ci_high", "threshold", "tokens_per_s_early", "throughput_vs_baseline", "final_val_loss"]
+    rows = []
+    for task in tree.tasks:
+        base_tps = mean(_ok(tree.select(task, "baseline", "none", 0.0), "tokens_per_s_early"))
+        for (_, variant, strategy, ratio), runs in _tt_runs(tree, task).items():
+            if variant != "during" or not strategy.startswith("dropout"):
+                continue
+            ok = [r for r in runs if not r.failed]
+            tps = mean(_ok(runs, "tokens_per_s_early"))
+            rows.append([task, strategy, ratio, mean(_ok(runs, "attention_dropout")) or trailing_number(strategy),
+                         len(ok), len(runs) - len(ok), *ci(_ok(runs, "redundancy_ratio")),
+                         mean(_ok(runs, "redundancy_threshold")), tps,
+                         tps / base_tps if tps and base_tps else None, mean(_ok(runs, "final_val_loss"))])
+    rows.sort(key=lambda r: (r[0], r[3] if r[3] is not None else -1.0, r[1], r[2]))
+    return Table("Redundancy after warm-up by attention dropout", cols, rows, caption=(
+        "Share of heads with an output-cosine partner above the threshold at the end of warm-up (D4/D5), and "
+        "the warm-up throughput against the baseline's (dropout costs RNG time)."))
+
+
+TABLES: dict[str, dict[str, Callable[[RunTree], Table]]] = {
+    "michel2019": {"ablation": ablation_table, "ablation_summary": ablation_summary_table,
+                   "all_but_one": all_but_one_table, "curve": curve_table, "curve_at": curve_at_table,
+                   "speed": speed_table},
+    "voita2019": {"l0": l0_table, "roles": roles_table},
+    "overprovisioning": {"pruned_vs_scratch": pruned_vs_scratch_table, "differences": differences_table},
+    "training_time": {"runs": training_runs_table, "redundancy": redundancy_table},
+}
+
+
+def write_tables(name: str, tree: RunTree, out: str | Path) -> list[Path]:
+    """Every table of replication ``name`` as ``out/<table>.csv`` and ``out/<table>.md``."""
+    written = []
+    for stem, build in TABLES[name].items():
+        written += build(tree).write(Path(out), stem)
+    return written

@@ -1,0 +1,186 @@
+"""``heads speed`` and ``heads roles`` on a tiny saved Llama and the smoke LM task (offline, seconds).
+
+The Llama has one head built to attend to the previous token: its queries and
+keys are constant (zero weights, bias only), the key turned against the query
+by one position's RoPE angle in two frequency pairs, so their dot product for
+query m and key n is a sum of cos(theta * (1 + n - m)), largest at n = m - 1.
+"""
+
+import argparse
+import copy
+import json
+import math
+
+import pytest
+import torch
+from conftest import batch_for, build
+
+import heads.cli as cli_module
+from heads import models
+from heads.analysis import forward_inputs, head_roles, layout_at_ratio
+from heads.cli import analysis
+from heads.scoring import compute_scores
+from heads.surgery import head_layout, prune_heads, save, sites
+
+SITE0 = "model.layers.0.self_attn"
+SITE1 = "model.layers.1.self_attn"
+POSITIONAL = 1  # the head of SITE0 made to attend to the previous token
+REMOVED = {SITE0: [0, 2], SITE1: [3]}
+
+
+def previous_token_llama() -> torch.nn.Module:
+    model = models.llama(vocab=300, d=32, layers=2, heads=4, max_len=64, attention_bias=True).eval()
+    attn = model.get_submodule(SITE0)
+    d = attn.head_dim  # 8: RoPE pairs dims (i, i + d/2); pair 0 turns by 1 radian per position
+    rows = slice(POSITIONAL * d, (POSITIONAL + 1) * d)
+    with torch.no_grad():
+        for proj in (attn.q_proj, attn.k_proj):
+            proj.weight[rows] = 0
+            proj.bias[rows] = 0
+        a = 20.0
+        for pair, theta in ((0, 1.0), (1, 10000 ** (-2 / d))):  # the two fastest RoPE frequencies: no aliasing
+            attn.q_proj.bias[POSITIONAL * d + pair] = a
+            attn.k_proj.bias[POSITIONAL * d + pair] = a * math.cos(theta)
+            attn.k_proj.bias[POSITIONAL * d + pair + d // 2] = a * math.sin(theta)
+    return model
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    root = tmp_path_factory.mktemp("analysis")
+    full = previous_token_llama()
+    save(full, root / "full")
+    pruned = copy.deepcopy(full)
+    prune_heads(pruned, REMOVED)
+    save(pruned, root / "pruned")
+    return {"root": root, "full": root / "full", "pruned": root / "pruned", "data": f"data.root={root / 'data'}"}
+
+
+@pytest.fixture
+def cli(monkeypatch):
+    """``heads.cli.main`` with these commands registered (whether or not the package wires them in yet)."""
+    original = cli_module.build_parser
+
+    def build_parser():
+        parser = original()
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        if "speed" not in sub.choices:
+            analysis.register(sub)
+        return parser
+
+    monkeypatch.setattr(cli_module, "build_parser", build_parser)
+    return cli_module.main
+
+
+def test_speed_rows_and_fields(saved, cli, tmp_path):
+    out = tmp_path / "speed.json"
+    assert cli(["speed", str(saved["full"]), "--task", "lm", "--preset", "smoke", saved["data"],
+                "--ratios", "0.5", "--batches", "1", "4", "--repeats", "2", "--examples", "4", "--warmup", "0",
+                "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert sorted((r["ratio"], r["batch"]) for r in rows) == [(0.0, 1), (0.0, 4), (0.5, 1), (0.5, 4)]
+    for r in rows:
+        assert {"ratio", "batch", "examples_per_s", "seconds", "params", "heads", "speedup", "load_avg",
+                "times", "examples", "threads", "seconds_min", "cpu_seconds", "speedup_min", "cpu_speedup"} <= set(r)
+        assert r["examples"] == 4 and len(r["times"]) == 2 and r["threads"] == 1
+        assert r["examples_per_s"] > 0 and r["seconds"] > 0 and r["max_len"] == 32
+        assert r["heads"] == (8 if r["ratio"] == 0 else 4)
+        if r["ratio"] == 0:
+            assert r["speedup"] == r["speedup_min"] == r["cpu_speedup"] == 1.0
+        else:
+            assert r["speedup"] == pytest.approx(
+                r["examples_per_s"] / next(x["examples_per_s"] for x in rows if x["ratio"] == 0
+                                           and x["batch"] == r["batch"]))
+    full, half = (next(r["params"] for r in rows if r["ratio"] == q and r["batch"] == 1) for q in (0.0, 0.5))
+    assert half == full - 2 * 2 * (4 * 8 * 32 + 3 * 8)  # two sites lose 2 heads: q,k,v rows, o columns, q,k,v biases
+
+
+def test_speed_by_importance_prunes_a_layout_of_that_size(saved, cli, tmp_path):
+    out = tmp_path / "speed.json"
+    assert cli(["speed", str(saved["full"]), "--task", "lm", "--preset", "smoke", saved["data"],
+                "--ratios", "0.25", "--batches", "2", "--repeats", "1", "--examples", "2", "--warmup", "0",
+                "--scorer", "importance", "--score-batches", "1", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert [(r["ratio"], r["heads"], r["scorer"]) for r in rows] == [(0.0, 8, "importance"), (0.25, 6, "importance")]
+
+
+def test_layout_at_ratio_uniform_keeps_first_heads_and_scores_keep_the_best():
+    model = build("llama", heads=4)
+    assert layout_at_ratio(model, 0.5) == {s.name: [0, 1] for s in sites(model)}
+    assert layout_at_ratio(model, 0.0) == head_layout(model)
+    prune_heads(model, {SITE0: [0]})
+    assert layout_at_ratio(model, 0.25)[SITE0] == [1, 2]  # a pruned site: its first remaining heads (3 - 1)
+    scores = {SITE0: torch.tensor([0.1, 0.9, 0.5]), SITE1: torch.tensor([0.2, 0.8, 0.3, 0.7])}
+    assert layout_at_ratio(model, 3 / 7, scores) == {SITE0: [2, 3], SITE1: [1, 3]}
+    with pytest.raises(ValueError, match="ratio"):
+        layout_at_ratio(model, 1.5)
+
+
+def test_roles_find_the_previous_token_head(saved, cli, tmp_path):
+    out = tmp_path / "roles.json"
+    assert cli(["roles", str(saved["full"]), "--task", "lm", "--preset", "smoke", saved["data"], "--batches", "2",
+                "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    heads = result["heads"]
+    assert len(heads) == 8 and all(h["kept"] for h in heads)
+    assert all(0.0 <= h["confidence"] <= 1.0 + 1e-6 for h in heads)
+    assert all(h["kind"] == "causal" and h["label"] in ("L0.causal", "L1.causal") for h in heads)
+    by = {(h["site"], h["head"]): h for h in heads}
+    target = by[(SITE0, POSITIONAL)]
+    # Every query but the first of each 32-token window (it has only itself to look at).
+    assert target["previous"] == pytest.approx(31 / 32) and target["next"] == 0.0
+    assert target["positional"] == target["previous"] and target["is_positional"]
+    assert target["confidence"] > 0.9
+    assert [k for k, h in by.items() if h["is_positional"]] == [(SITE0, POSITIONAL)]
+    summary = result["summary"]
+    assert summary["kept"]["heads"] == 8 and summary["pruned"]["heads"] == 0
+    assert summary["kept"]["positional_heads"] == 1 and summary["pruned"]["confidence"] is None
+
+
+def test_roles_of_a_pruned_model_against_its_reference(saved, cli, tmp_path):
+    out = tmp_path / "roles.json"
+    assert cli(["roles", str(saved["pruned"]), "--task", "lm", "--preset", "smoke", saved["data"], "--batches", "1",
+                "--reference", str(saved["full"]), "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    kept = {(h["site"], h["head"]): h["kept"] for h in result["heads"]}
+    assert len(kept) == 8
+    assert kept == {(s, h): h not in REMOVED[s] for s in (SITE0, SITE1) for h in range(4)}
+    assert result["summary"]["kept"]["heads"] == 5 and result["summary"]["pruned"]["heads"] == 3
+    assert result["summary"]["kept"]["positional_heads"] == 1  # the previous-token head was kept
+    # Without the reference only the pruned model's own heads appear.
+    assert cli(["roles", str(saved["pruned"]), "--task", "lm", "--preset", "smoke", saved["data"], "--batches", "1",
+                "--out", str(out)]) == 0
+    own = json.loads(out.read_text())["heads"]
+    assert sorted((h["site"], h["head"]) for h in own) == sorted(k for k, v in kept.items() if v)
+
+
+def test_roles_reject_a_reference_with_other_heads(saved, cli, tmp_path):
+    with pytest.raises(SystemExit, match="heads \\[0, 2\\] its reference does not"):
+        cli(["roles", str(saved["full"]), "--task", "lm", "--preset", "smoke", saved["data"], "--batches", "1",
+             "--reference", str(saved["pruned"])])
+
+
+def test_cross_sites_have_no_positional_role_and_padding_is_left_out():
+    model = build("marian")
+    batch = batch_for("marian")
+    roles = head_roles(model, [batch])
+    by = {s.name: s for s in sites(model)}
+    assert {s.kind for s in by.values()} == {"self", "causal", "cross"}
+    for name, entry in roles.items():
+        assert (entry["positional"] is None) == (by[name].kind == "cross"), name
+        assert bool(((entry["confidence"] >= 0) & (entry["confidence"] <= 1 + 1e-6)).all())
+        queries = int(batch["attention_mask"].sum()) if by[name].stack == "encoder" else batch["labels"].numel()
+        assert entry["rows"] == queries, name
+    confidence = compute_scores("confidence", model, [batch])  # the scorer's reading of the same quantity
+    for name, entry in roles.items():
+        torch.testing.assert_close(entry["confidence"], confidence[name])
+
+
+def test_forward_inputs_drop_what_the_model_does_not_take():
+    bert = build("bert", labels=None)
+    batch = batch_for("bert")
+    assert "labels" not in forward_inputs(bert, batch)
+    marian = build("marian")
+    mt = {k: v for k, v in batch_for("marian").items() if k != "decoder_input_ids"}
+    inputs = forward_inputs(marian, mt, labels=False)
+    assert "labels" not in inputs and inputs["decoder_input_ids"].shape == mt["labels"].shape

@@ -1,0 +1,139 @@
+"""Every benchmark script runs end to end at a minimal setting and writes its table and summary keys.
+
+Nothing here asserts a timing: the numbers at these sizes mean nothing, the
+point is that the scripts work (``snakemake bench`` runs them for real). The
+scripts run in this process as ``__main__`` (as ``python benchmarks/x.py``
+would, benchmarks/ on sys.path) on the smoke presets, which saves the seconds
+of importing torch and transformers per script.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+FAST = ["--steps", "1", "--warmup", "0", "--preset", "smoke"]
+
+# script -> (extra arguments, summary keys it must write)
+CASES = {
+    "bench_pruned_step": (
+        # --profile always: the op-breakdown code the other scripts share runs here, once.
+        [*FAST, "--profile", "always", "--batches", "1", "32", "--prune", "0.5", "--masked", "0.5"],
+        [
+            f"pruned_step.{t}.{m}.b32.pruned50.realised_over_theoretical"
+            for t in ("lm", "mt")
+            for m in ("train", "infer")
+        ],
+    ),
+    "bench_ablation": (
+        [*FAST, "--profile", "never", "--batches", "1", "--chunks", "2", "8"],
+        ["ablation.lm.b1.speedup", "ablation.mt.b1.speedup"],
+    ),
+    "bench_importance": (
+        [*FAST, "--profile", "never", "--batch", "2"],
+        ["importance.lm.cost_vs_train_step", "importance.mt.cost_vs_train_step"],
+    ),
+    "bench_memory": (
+        # One task: the profiler's memory timeline takes about a second per phase to analyse.
+        [*FAST, "--batch", "2", "--tasks", "mt"],
+        [
+            f"memory.mt.{k}"
+            for k in (
+                "param_bytes.before",
+                "param_bytes.after",
+                "optimizer_state_bytes.before",
+                "optimizer_state_bytes.after",
+                "peak_step_bytes",
+            )
+        ],
+    ),
+    "bench_engine": (
+        [*FAST, "--no-stock"],
+        ["engine.lm.throughput_ratio", "engine.mt.throughput_ratio"],
+    ),
+}
+
+
+@pytest.fixture(autouse=True)
+def benchmarks_on_path(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+
+
+def run_script(name: str, *args: str, monkeypatch) -> str:
+    monkeypatch.setattr(sys, "argv", [str(BENCH / f"{name}.py"), *args])
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        runpy.run_path(str(BENCH / f"{name}.py"), run_name="__main__")
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_script_runs_and_writes_its_table_and_keys(name, tmp_path, monkeypatch, data_root):
+    args, keys = CASES[name]
+    if name == "bench_engine":
+        args = [*args, "--data-root", str(data_root)]
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps({"other.key": {"measured": 1, "target": 1, "met": True, "unit": "x"}}))
+    out = tmp_path / f"{name}.md"
+    printed = run_script(name, *args, "--out", str(out), "--summary", str(summary), monkeypatch=monkeypatch)
+    table = out.read_text()
+    assert table.startswith("# ") and "|---|" in table and "Load average" in table
+    assert table in printed
+    data = json.loads(summary.read_text())
+    assert "other.key" in data, "another script's key was lost"
+    for key in keys:
+        assert key in data, key
+        assert set(data[key]) >= {"measured", "target", "met", "unit"}
+        assert isinstance(data[key]["met"], bool)
+    assert not list(tmp_path.glob(".*.tmp")) and not list(tmp_path.glob(".summary.json.*"))
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("bench_data")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_help(name, monkeypatch, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        run_script(name, "--help", monkeypatch=monkeypatch)
+    assert exit_.value.code == 0
+
+
+def test_summary_merge_keeps_other_keys(tmp_path, monkeypatch):
+    import common
+
+    path = tmp_path / "summary.json"
+    common.update_summary(path, {"a": common.at_least(2.0, 1.0, "x")})
+    common.update_summary(path, {"b": common.at_most(2.0, 1.0, "x"), "a": common.at_least(0.5, 1.0, "x")})
+    data = json.loads(path.read_text())
+    assert data["a"]["met"] is False and data["b"]["met"] is False and set(data) == {"a", "b"}
+
+
+def _merge_many(path: str, worker: int) -> None:
+    import common
+
+    for i in range(10):
+        common.update_summary(Path(path), {f"w{worker}.k{i}": common.entry(i, None, None, "n")})
+
+
+def test_concurrent_merges_lose_no_key(tmp_path):
+    import multiprocessing
+
+    path = tmp_path / "summary.json"
+    ctx = multiprocessing.get_context("fork")
+    workers = [ctx.Process(target=_merge_many, args=(str(path), w)) for w in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=60)
+        assert w.exitcode == 0
+    assert len(json.loads(path.read_text())) == 40

@@ -1,0 +1,433 @@
+"""Reports end to end on a synthetic run tree laid out exactly as docs/RUN_LAYOUT.md says: collection (failed runs
+kept), every replication's tables and figures, the claims ledger, the verdict rule on constructed cases, and
+byte-identical re-rendering."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from heads.cli import report as report_cli
+from heads.report import RunTree, evaluate, load_all
+from heads.report.claims import CSV_COLUMNS
+from heads.report.figures import FIGURES
+from heads.report.spec import parse_claim
+from heads.report.tables import TABLES, write_tables
+
+REPLICATIONS = Path(__file__).resolve().parents[1] / "replications"
+SEEDS = (0, 1, 2)
+LM_SITES = [f"model.layers.{i}.self_attn" for i in range(2)]
+MT_SITES = [f"model.encoder.layers.{i}.self_attn" for i in range(2)] + [
+    f"model.decoder.layers.{i}.{kind}" for i in range(2) for kind in ("self_attn", "encoder_attn")]
+CLS_SITES = [f"bert.encoder.layer.{i}.attention.self" for i in range(6)]
+HEADS = 4
+
+
+# -- the synthetic tree --------------------------------------------------------------------------------
+def _write(path: Path, data) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _jsonl(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+
+
+def _layout(sites: list[str], keep: int = HEADS) -> dict[str, list[int]]:
+    return {s: list(range(keep)) for s in sites}
+
+
+def _metrics(final: float, sec_per_step: float, steps: int = 400, heads: int = 8, tps_factor: float = 1.0,
+             diverge_at: int | None = None, tau: float = 60.0) -> list[dict]:
+    rows, tokens_per_step = [], 1024
+    for step in range(0, steps + 1, 10):
+        if diverge_at is not None and step > diverge_at:
+            break
+        row = {"step": step, "train_seconds": round(step * sec_per_step, 4), "wall": 1.7e9 + step,
+               "tokens": step * tokens_per_step,
+               "train_loss": None if step == 0 else final + 3.2 * math.exp(-step / tau),
+               "tokens_per_s": None if step == 0 else tps_factor * tokens_per_step / sec_per_step, "lr": 1e-3,
+               "peak_mem_mb": 500.0, "flops": 1e6 * step, "heads": heads}
+        if step % 50 == 0 or step == steps:
+            row["val_loss"] = final + 3.0 * math.exp(-step / tau)
+        rows.append(row)
+    return rows
+
+
+def _train_run(root: Path, task: str, group: str, seed: int, *, metric: str, value: float, final: float,
+               sec_per_step: float, heads: int, params: int, events: list[dict] = (), diverge_at: int | None = None,
+               tps_factor: float = 1.0, heads_initial: int | None = None, sites: list[str] = LM_SITES,
+               tau: float = 60.0) -> None:
+    folder = root / task / group / f"seed{seed}"
+    _write(folder / "config.json", {"task": task, "preset": "tiny", "train": {"seed": seed}})
+    _jsonl(folder / "metrics.jsonl", _metrics(final, sec_per_step, heads=heads_initial or heads,
+                                              tps_factor=tps_factor, diverge_at=diverge_at, tau=tau))
+    _jsonl(folder / "events.jsonl", list(events))
+    if diverge_at is not None:
+        _write(folder / "summary.json", {"status": "diverged", "task": task, "step": diverge_at + 1,
+                                         "message": f"step {diverge_at + 1}: the training loss is nan"})
+        return
+    evaluation = {"loss": final, metric: value}
+    if metric == "perplexity":
+        evaluation["bits_per_token"] = final / math.log(2)
+    _write(folder / "summary.json", {
+        "status": "ok", "task": task, "preset": "tiny", "seed": seed, "strategy": group.split("/")[1],
+        "metric": metric, "value": value, "eval": evaluation, "final_val_loss": final, "steps": 400,
+        "tokens": 400 * 1024, "train_seconds": round(400 * sec_per_step, 4), "flops": 4e8, "heads": heads,
+        "params": params, "head_layout": _layout(sites, heads // len(sites)), "flops_per_token": 1e4})
+
+
+def _posthoc(root: Path, task: str, group: str, seed: int, metric: str, value: float, sites: list[str]) -> None:
+    folder = root / task / group / f"seed{seed}"
+    _write(folder / "config.json", {"model_type": "llama", "head_layout": _layout(sites, HEADS // 2)})
+    _write(folder / "pruning.json", {"strategy": "posthoc", "params": {"ratio": 0.5},
+                                     "removed": {s: [2, 3] for s in sites}})
+    _write(folder / "eval.json", {metric: value, "loss": 3.1})
+
+
+def _curve(metric: str, base: float, factors: list[float], higher: bool) -> dict:
+    ratios = [0.0, 0.125, 0.25, 0.375, 0.5, 0.625]
+    points = []
+    for level, (ratio, f) in enumerate(zip(ratios, [1.0, *factors], strict=True)):
+        value = base / f if higher else base * f
+        points.append({"level": level, "pruned": level, "ratio": ratio, "removed": {}, metric: value,
+                       "loss": math.log(base * f)})
+    return {"strategy": "iterative", "params": {"step": 0.1}, "metric": metric, "points": points}
+
+
+def make_tree(root: Path) -> Path:
+    """A run tree with three tasks, three seeds, every variant the claims use, one diverged run, one
+    unfinished run, and every analysis except mt's pruning curves (a claim must find them missing)."""
+    runs = root / "runs"
+    for s in SEEDS:
+        lm = dict(metric="perplexity", sites=LM_SITES)
+        base = 3.0 + 0.01 * s
+        _train_run(runs, "lm", "baseline/none/0.0", s, value=math.exp(base), final=base, sec_per_step=0.05,
+                   heads=8, params=100_000, **lm)
+        _posthoc(runs, "lm", "posthoc/importance/0.5", s, "perplexity", math.exp(base) * (1.01 + 0.002 * s), LM_SITES)
+        _train_run(runs, "lm", "posthoc_ft/importance/0.5", s, value=math.exp(base) * (1.005 + 0.002 * s),
+                   final=base + 0.004, sec_per_step=0.04, heads=4, params=80_000, **lm)
+        for strategy, factor in (("matched", 1.10), ("uniform", 1.12)):
+            _train_run(runs, "lm", f"scratch/{strategy}/0.5", s, value=math.exp(base) * (factor + 0.01 * s),
+                       final=base + 0.08, sec_per_step=0.04, heads=4, params=80_000, **lm)
+        _train_run(runs, "lm", "during/oneshot/0.25", s, value=math.exp(base + 0.005), final=base + 0.005,
+                   sec_per_step=0.04 + 0.001 * s, heads=6, heads_initial=8, params=90_000, tau=45.0,
+                   events=[{"step": 0, "event": "prune", "removed": {LM_SITES[0]: [1, 2]}, "reason": "oneshot",
+                            "heads": 6}], **lm)
+        _train_run(runs, "lm", "during/curriculum/0.4", s, value=math.exp(base), final=base - 0.003,
+                   sec_per_step=0.038, heads=6, params=90_000, diverge_at=120 if s == 1 else None, **lm)
+        for p, ratio, final in ((0.1, 0.35, base + 0.01), (0.25, 0.2, base), (0.4, 0.1, base + 0.3)):
+            _train_run(runs, "lm", f"during/dropout{p}/0.4", s, value=math.exp(final), final=final,
+                       sec_per_step=0.05, heads=6, params=90_000, tps_factor=0.9 if p >= 0.25 else 0.97,
+                       events=[{"step": 0, "event": "dropout", "attention": p, "residual": 0.0},
+                               {"step": 40, "event": "redundancy", "redundancy_ratio": ratio + 0.01 * s,
+                                "attention_dropout": p, "threshold": 0.85},
+                               {"step": 40, "event": "prune", "removed": {LM_SITES[1]: [0, 3]},
+                                "reason": "dropout regime", "heads": 6},
+                               {"step": 40, "event": "dropout", "attention": 0.1, "residual": 0.0}], **lm)
+        mt = dict(metric="bleu", sites=MT_SITES)
+        bleu = 10.0 + 0.2 * s
+        _train_run(runs, "mt", "baseline/none/0.0", s, value=bleu, final=4.0, sec_per_step=0.1, heads=24,
+                   params=300_000, **mt)
+        _posthoc(runs, "mt", "posthoc/importance/0.5", s, "bleu", bleu * 0.99, MT_SITES)
+        _train_run(runs, "mt", "scratch/matched/0.5", s, value=bleu - 1.0, final=4.2, sec_per_step=0.08, heads=12,
+                   params=250_000, **mt)
+        for lam, kept, cost in (("lam0.005", 18, 0.998), ("lam0.01", 12, 0.995)):
+            _train_run(runs, "mt", f"l0/{lam}/0.0", s, value=bleu * cost, final=4.01, sec_per_step=0.1, heads=kept,
+                       heads_initial=24, params=260_000,
+                       events=[{"step": 400, "event": "l0_gates", "gates": {MT_SITES[0]: [1.0, 0.0, 0.7, 0.0]}}],
+                       **mt)
+            _train_run(runs, "mt", f"scratch/l0{lam}/0.0", s, value=bleu * cost - 0.8, final=4.2, sec_per_step=0.08,
+                       heads=kept, params=260_000, **mt)
+        _train_run(runs, "cls", "baseline/none/0.0", s, metric="accuracy", value=0.80 + 0.01 * s, final=0.5,
+                   sec_per_step=0.2, heads=72, params=22_000_000, sites=CLS_SITES)
+        _posthoc(runs, "cls", "posthoc/importance/0.5", s, "accuracy", 0.795 + 0.01 * s, CLS_SITES)
+        _analyses(runs, s)
+    # one seed only (n = 1) and a run killed before its summary
+    _train_run(runs, "lm", "posthoc_ft/importance/0.75", 0, metric="perplexity", value=25.0, final=3.2,
+               sec_per_step=0.04, heads=2, params=70_000)
+    unfinished = runs / "lm" / "scratch" / "uniform" / "0.75" / "seed0"
+    _write(unfinished / "config.json", {"task": "lm"})
+    _jsonl(unfinished / "metrics.jsonl", _metrics(3.1, 0.04)[:5])
+    _write(runs / "cls" / "analysis" / "speed.json", _speed_rows())
+    return runs
+
+
+def _analyses(runs: Path, s: int) -> None:
+    """What the DAG's analysis rules write: ablations and curves on mt and cls, snapshots of mt, roles of mt."""
+    for task, sites in (("mt", MT_SITES), ("cls", CLS_SITES)):
+        heads = [{"site": site, "position": h, "head": h, "delta_loss": 0.002 * h - 0.001 + 0.0001 * s,
+                  "delta_accuracy": -0.001 * h, "p_value": 0.01 if (h == 3 and i == 0) else 0.4,
+                  "significant": h == 3 and i == 0} for i, site in enumerate(sites) for h in range(HEADS)]
+        abo = {}
+        for site in sites:
+            rel = 0.3 if site.endswith("encoder_attn") else 0.02 + 0.005 * s
+            abo[site] = {"site": site, "best_head": 1, "loss": 3.0 * (1 + rel), "baseline_loss": 3.0,
+                         "accuracy": 0.3, "baseline_accuracy": 0.32, "delta_loss": 3.0 * rel}
+        _write(runs / task / "analysis" / "ablation" / f"seed{s}.json", {
+            "baseline_loss": 3.0, "baseline_accuracy": 0.32, "examples": 64, "test": "loss", "heads": heads,
+            "all_but_one": abo})
+    curves = {"importance": [1.01, 1.02, 1.05, 1.10, 1.30], "random": [1.05, 1.15, 1.30, 1.50, 1.90],
+              "similarity": [1.03, 1.08, 1.18, 1.30, 1.60]}
+    for task, metric, base in (("mt", "bleu", 10.0 + s), ("cls", "accuracy", 0.8 + 0.01 * s)):
+        for scorer, factors in curves.items():
+            if (task, scorer) != ("mt", "similarity"):  # left out: its claim must say what is missing
+                _write(runs / task / "analysis" / "curve" / scorer / f"seed{s}.json",
+                       _curve(metric, base, [1 + (f - 1) / 4 for f in factors] if task == "cls" else factors, True))
+    _write(runs / "mt" / "analysis" / "curve_at" / "step100" / f"seed{s}.json",
+           _curve("bleu", 3.0, [1.1, 1.25, 1.4, 1.6 + 0.01 * s, 1.9], True))
+    _write(runs / "mt" / "analysis" / "curve_at" / "step250" / f"seed{s}.json",
+           _curve("bleu", 10.0 + s, [1.01, 1.02, 1.05, 1.10 + 0.01 * s, 1.30], True))
+    rows = [{"site": site, "label": f"x{i}", "kind": "self", "layer": 0, "head": h,
+             "confidence": (0.7 if h < 2 else 0.4) + 0.01 * s, "positional": 0.5 if h < 2 else 0.2,
+             "previous": 0.1, "next": 0.1, "is_positional": False, "kept": h < 2}
+            for i, site in enumerate(MT_SITES) for h in range(HEADS)]
+    _write(runs / "mt" / "analysis" / "roles" / "lam0.01" / f"seed{s}.json",
+           {"source": "x", "heads": rows, "summary": {"kept": {}, "pruned": {}}})
+
+
+def _speed_rows() -> list[dict]:
+    """``heads speed`` rows: one per (ratio, batch), every timed repeat in ``times``."""
+    rows = []
+    for batch, eps in ((1, 100.0), (32, 1000.0)):
+        for ratio, gain in ((0.0, 1.0), (0.25, 1.01), (0.5, 1.02 if batch == 1 else 1.17)):
+            times = [batch * 4 / (eps * gain * (1 + 0.01 * rep)) for rep in range(5)]
+            rows.append({"ratio": ratio, "batch": batch, "examples": batch * 4, "seconds": sorted(times)[2],
+                         "examples_per_s": batch * 4 / sorted(times)[2], "times": times, "heads": 72,
+                         "params": 22_000_000, "speedup": gain, "cpu_speedup": gain})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def tree_root(tmp_path_factory) -> Path:
+    return make_tree(tmp_path_factory.mktemp("report"))
+
+
+def _cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="heads")
+    report_cli.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def _bytes(folder: Path, suffixes=(".csv", ".md")) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.suffix in suffixes}
+
+
+# -- collection ----------------------------------------------------------------------------------------
+def test_collect_keeps_failed_runs_and_reads_every_kind_of_folder(tree_root):
+    tree = RunTree(tree_root)
+    frame = tree.frame()
+    folders = {p.parent for p in tree_root.glob("*/*/*/*/seed*/*") if "analysis" not in p.parts}
+    assert len(frame) == len(folders)
+    assert list(frame.columns[:8]) == ["task", "variant", "strategy", "ratio", "seed", "status", "failed", "message"]
+    diverged = frame[frame.status == "diverged"]
+    assert len(diverged) == 1 and diverged.iloc[0].strategy == "curriculum" and bool(diverged.iloc[0].failed)
+    assert "nan" in diverged.iloc[0].message
+    unfinished = frame[frame.status == "incomplete"]
+    assert len(unfinished) == 1 and unfinished.iloc[0].ratio == 0.75 and bool(unfinished.iloc[0].failed)
+    post = frame[(frame.task == "lm") & (frame.variant == "posthoc")].sort_values("seed")
+    assert post.status.tolist() == ["ok"] * 3 and post.heads.tolist() == [4.0] * 3
+    assert post.value.iloc[0] == pytest.approx(math.exp(3.0) * 1.01)
+    drop = frame[frame.strategy == "dropout0.25"].sort_values("seed")
+    assert drop.redundancy_ratio.tolist() == pytest.approx([0.2, 0.21, 0.22])
+    assert drop.attention_dropout.tolist() == [0.25] * 3
+    l0 = frame[(frame.variant == "l0") & (frame.strategy == "lam0.01")]
+    assert l0.heads_removed_share.tolist() == pytest.approx([0.5] * 3)
+
+
+def test_time_to_target_uses_the_baseline_median(tree_root):
+    tree = RunTree(tree_root)
+    base = tree.select("lm", "baseline", "none", 0.0)
+    target = 3.01 * 1.01
+    assert tree.baseline_target("lm") == pytest.approx(target)
+    for run in base:
+        first = next(m for m in run.metrics if m.get("val_loss") is not None and m["val_loss"] <= target)
+        assert run.record["time_to_target"] == first["train_seconds"]
+        assert run.record["steps_to_target"] == first["step"] and run.record["reached"] is True
+    # a stricter target nobody reaches: the claim falls back to total time and says so
+    claim = parse_claim({"id": "T", "text": "t", "task": "lm", "kind": "value", "direction": "less",
+                         "a": {"variant": "baseline", "strategy": "none", "ratio": 0.0, "field": "time_to_target",
+                               "target": {"tol": -0.5}}}, "x", "test")
+    result = evaluate(claim, tree)
+    assert result.estimate.mean == pytest.approx(20.0) and "not reached by 3/3" in result.note
+
+
+# -- rendering -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_report_renders_every_table_and_figure_identically_twice(tree_root, tmp_path, name, capsys):
+    out = tmp_path / name
+    assert _cli(["report", "--runs", str(tree_root), "--replication", name, "--out", str(out),
+                 "--replications", str(REPLICATIONS)]) == 0
+    printed = capsys.readouterr().out.split()
+    expected = [out / f"{t}{ext}" for t in TABLES[name] for ext in (".csv", ".md")]
+    expected += [out / f"{f}.png" for f in FIGURES[name]] + [out / "claims.md"]
+    assert sorted(printed) == sorted(str(p) for p in expected)
+    for path in expected:
+        assert path.is_file() and path.stat().st_size > 0, path
+    for fig in FIGURES[name]:
+        assert (out / f"{fig}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for table in TABLES[name]:
+        rows = list(csv.reader((out / f"{table}.csv").open()))
+        assert len(rows) > 1, f"{name}/{table} is empty on a tree that has its data"
+    first = _bytes(out, (".csv", ".md", ".png"))
+    assert _cli(["report", "--runs", str(tree_root), "--replication", name, "--out", str(out),
+                 "--replications", str(REPLICATIONS)]) == 0
+    assert _bytes(out, (".csv", ".md", ".png")) == first
+
+
+def test_figures_only_and_an_empty_tree(tmp_path, capsys):
+    out = tmp_path / "fig"
+    assert _cli(["report", "--runs", str(tmp_path / "nothing"), "--replication", "training_time", "--out", str(out),
+                 "--figures-only"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(f"{f}.png" for f in FIGURES["training_time"])
+    with pytest.raises(SystemExit, match="unknown replication"):
+        _cli(["report", "--runs", str(tmp_path), "--replication", "nope", "--out", str(out)])
+
+
+def test_tables_mark_significance_and_count_failures(tree_root, tmp_path):
+    tree = RunTree(tree_root)
+    out = tmp_path / "m"
+    write_tables("michel2019", tree, out)
+    rows = list(csv.DictReader((out / "ablation.csv").open()))
+    starred = [(r["task"], r["label"], r["head"]) for r in rows if r["significant"] == "*"]
+    assert starred == [("cls", "enc0.self", "3"), ("mt", "enc0.self", "3")]
+    assert all(r["significant_seeds"] in ("0/3", "3/3") for r in rows)
+    abo = {(r["task"], r["label"]): r for r in csv.DictReader((out / "all_but_one.csv").open())}
+    assert float(abo[("mt", "dec1.cross")]["relative_delta"]) == pytest.approx(0.3)
+    out = tmp_path / "t"
+    write_tables("training_time", tree, out)
+    runs = {r["strategy"] + r["ratio"]: r for r in csv.DictReader((out / "runs.csv").open())}
+    assert (runs["curriculum0.400"]["n_ok"], runs["curriculum0.400"]["n_failed"]) == ("2", "1")
+    assert float(runs["oneshot0.250"]["time_ratio"]) < 1
+
+
+# -- the claims ledger ---------------------------------------------------------------------------------
+def test_claims_ledger(tree_root, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _cli(["claims", "--runs", str(tree_root), "--replications", str(REPLICATIONS), "--out", str(out)]) == 0
+    assert f"{out / 'CLAIMS.md'}" in capsys.readouterr().out
+    with (out / "claims.csv").open() as f:
+        reader = csv.reader(f)
+        header = next(reader)
+        rows = [dict(zip(header, r, strict=True)) for r in reader]
+    assert header[:8] == CSV_COLUMNS
+    ids = [c.id for c in load_all(REPLICATIONS)]
+    assert [r["claim"] for r in rows] == ids and len(ids) == len(set(ids))
+    verdict = {r["claim"]: r for r in rows}
+    for claim in ("A1-lm", "A1-mt", "A2-lm", "A2-lm-ft", "A2-lm-uniform", "A2-mt", "B1-cls", "B1-mt", "B2-mt",
+                  "B3-mt-random", "B3-cls-random", "B3-mt-removable", "B3-cls-removable", "B4-mt", "B5-cls",
+                  "B5-cls-gain", "B6-mt", "C1-mt-heads", "C1-mt-cost", "C2-mt-confidence", "C2-mt-positional",
+                  "C3-mt", "D1-lm", "D2-lm", "D4-lm-redundancy", "D4-lm-collapse", "D4-lm-throughput", "D5-lm",
+                  "D6-lm", "D8-lm"):
+        assert verdict[claim]["verdict"] == "supported", (claim, verdict[claim])
+    assert verdict["B5-cls"]["n_seeds"] == "5" and "timed repeats" in verdict["B5-cls"]["note"]
+    assert verdict["D3-lm-time"]["verdict"] == "failed" and "diverged" in verdict["D3-lm-time"]["note"]
+    assert verdict["D3-lm-time"]["n_seeds"] == "2"
+    assert verdict["B3-mt-similarity"]["verdict"] == "inconclusive"
+    assert "missing inputs: mt: no analysis/curve/similarity/" in verdict["B3-mt-similarity"]["note"]
+    for claim in ("A3", "D7"):
+        assert verdict[claim]["verdict"] == "not tested" and "not testable at this scale" in verdict[claim]["note"]
+    assert float(verdict["D1-lm"]["ci_low"]) <= float(verdict["D1-lm"]["effect"]) <= float(verdict["D1-lm"]["ci_high"])
+    md = (out / "CLAIMS.md").read_text()
+    assert all(f"| {i} |" in md for i in ids)
+    first = _bytes(out)
+    _cli(["claims", "--runs", str(tree_root), "--replications", str(REPLICATIONS), "--out", str(out)])
+    assert _bytes(out) == first
+
+
+def _claim(**kw):
+    raw = {"id": "X", "text": "x", "task": "lm", "direction": "greater", "tolerance": 0.0, **kw}
+    return parse_claim(raw, "test", "test")
+
+
+BASE = {"variant": "baseline", "strategy": "none", "ratio": 0.0}
+
+
+@pytest.mark.parametrize(("spec", "expected", "note"), [
+    # a clear effect on the claimed side
+    ({"kind": "value", "a": {**BASE, "field": "final_val_loss"}}, "supported", ""),
+    # clearly the other way
+    ({"kind": "value", "a": {**BASE, "field": "final_val_loss"}, "direction": "less"}, "not supported", ""),
+    # the threshold inside the interval (seed values 3.00, 3.01, 3.02)
+    ({"kind": "value", "a": {**BASE, "field": "final_val_loss"}, "tolerance": 3.01}, "inconclusive", ""),
+    # one seed only
+    ({"kind": "value", "a": {"variant": "posthoc_ft", "strategy": "importance", "ratio": 0.75, "field": "value"}},
+     "inconclusive", "one seed only"),
+    # inputs missing
+    ({"kind": "paired_difference", "a": {"variant": "during", "strategy": "early", "ratio": 0.5, "field": "value"},
+      "b": {**BASE, "field": "value"}}, "inconclusive", "missing inputs: no runs under lm/during/early/0.5"),
+    # a diverged run: a failed row, with the effect over the other seeds
+    ({"kind": "paired_difference", "a": {"variant": "during", "strategy": "curriculum",
+                                         "field": "final_val_loss"}, "b": {**BASE, "field": "final_val_loss"},
+      "direction": "less"}, "failed", "lm/during/curriculum/0.4/seed1 diverged"),
+    # ambiguous glob without pick
+    ({"kind": "value", "task": "mt", "a": {"variant": "l0", "strategy": "lam*", "field": "heads"}}, "inconclusive",
+     "2 run groups match"),
+    # the same glob with pick
+    ({"kind": "value", "task": "mt", "a": {"variant": "l0", "strategy": "lam*", "pick": {"strategy": "min"},
+                                           "field": "heads"}, "tolerance": 17.5},
+     "supported", "picked l0/lam0.005/0.0"),
+    # a ratio claim below 1
+    ({"kind": "paired_ratio", "a": {"variant": "during", "strategy": "oneshot", "ratio": 0.25, "field": "params"},
+      "b": {**BASE, "field": "params"}, "direction": "less"}, "supported", ""),
+    # a curve measure that needs more than the curve has: missing, not a crash
+    ({"kind": "value", "task": "mt", "a": {"from": "curve", "scorer": "importance", "measure": "area", "upto": 0.9}},
+     "inconclusive", "nothing to measure"),
+])
+def test_verdicts_on_constructed_cases(tree_root, spec, expected, note):
+    result = evaluate(_claim(**spec), RunTree(tree_root))
+    assert result.verdict == expected, result
+    assert note in result.note
+    if expected == "failed":
+        assert result.estimate.n == 2
+
+
+def test_effects_are_the_claimed_quantities(tree_root):
+    tree = RunTree(tree_root)
+    share = evaluate(_claim(kind="value", task="mt", a={"from": "ablation", "measure": "significant_share",
+                                                        "site_kind": "self"}, direction="less"), tree)
+    assert share.estimate.mean == pytest.approx(1 / 8) and share.estimate.n == 3
+    removable = evaluate(_claim(kind="value", task="mt", a={"from": "curve", "scorer": "importance",
+                                                            "measure": "removable", "budget": 0.028}), tree)
+    assert removable.per_seed == {0: 0.25, 1: 0.25, 2: 0.25}
+    speed = evaluate(_claim(kind="value", task="cls", a={"from": "speed", "measure": "speedup", "ratio": 0.5,
+                                                         "batch": 32}), tree)
+    assert speed.estimate.mean == pytest.approx(1.17) and speed.estimate.n == 5
+    roles = evaluate(_claim(kind="value", task="mt", a={"from": "roles", "lam": "lam0.01",
+                                                        "measure": "kept_minus_pruned", "field": "positional"}), tree)
+    assert roles.estimate.mean == pytest.approx(0.3)
+    ratio = evaluate(_claim(kind="paired_ratio", direction="less",
+                            a={"variant": "during", "strategy": "oneshot", "ratio": 0.25, "field": "time_to_target"},
+                            b={**BASE, "field": "time_to_target"}), tree)
+    base = {r.seed: r.record["time_to_target"] for r in tree.select("lm", **BASE)}
+    one = {r.seed: r.record["time_to_target"] for r in tree.select("lm", "during", "oneshot", 0.25)}
+    assert ratio.per_seed == pytest.approx({s: one[s] / base[s] for s in SEEDS})
+
+
+def test_malformed_analyses_do_not_crash_the_report(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    _write(runs / "mt" / "analysis" / "ablation" / "seed1.json", {"heads": [{"site": 1}, "x"], "all_but_one": []})
+    (runs / "mt" / "analysis" / "ablation" / "seed0.json").write_text("{not json")
+    _write(runs / "mt" / "analysis" / "curve" / "importance" / "seed0.json", {"metric": "bleu", "points": "x"})
+    _write(runs / "cls" / "analysis" / "speed.json", {"rows": [{"ratio": "fast"}]})
+    _train_run(runs, "lm", "baseline/none/0.0", 0, metric="perplexity", value=float("nan"), final=3.0,
+               sec_per_step=0.05, heads=8, params=1)
+    (runs / "lm" / "during" / "oneshot" / "0.25" / "seed0").mkdir(parents=True)  # an empty run folder
+    out = tmp_path / "out"
+    for name in TABLES:
+        assert _cli(["report", "--runs", str(runs), "--replication", name, "--out", str(out / name),
+                     "--replications", str(REPLICATIONS)]) == 0
+    assert _cli(["claims", "--runs", str(runs), "--replications", str(REPLICATIONS), "--out", str(out)]) == 0
+    assert "ablation/seed0.json: seed0.json unreadable" in capsys.readouterr().err
+    rows = {r["claim"]: r for r in csv.DictReader((out / "claims.csv").open())}
+    assert rows["B1-mt"]["verdict"] == "inconclusive" and "missing inputs" in rows["B1-mt"]["note"]
+    assert rows["B3-mt-random"]["verdict"] == "inconclusive" and "missing inputs" in rows["B3-mt-random"]["note"]
+    assert rows["A1-lm"]["verdict"] == "inconclusive" and "no value" in rows["A1-lm"]["note"]
+    assert rows["D1-lm"]["verdict"] == "inconclusive" and "incomplete" in rows["D1-lm"]["note"]

@@ -1,0 +1,80 @@
+# Rendering: one rule per table and per figure (deleting one regenerates just that one), and the ledger.
+
+
+# A replication's claims.md is its ledger page, not a table.
+ruleorder: replication_claims > table
+
+
+rule table:
+    input:
+        replication_inputs,
+    output:
+        csv=f"{OUT}/{{replication}}/{{table}}.csv",
+        md=f"{OUT}/{{replication}}/{{table}}.md",
+    log:
+        f"logs/{PRESET}/report/{{replication}}/{{table}}.table.log",
+    conda:
+        "../../environment.yml"
+    params:
+        runs=lambda w: RUNS,
+        folder=lambda w, output: os.path.dirname(output.csv),
+    shell:
+        "heads report --runs {params.runs} --replication {wildcards.replication} --only {wildcards.table}"
+        " --out {params.folder} > {log} 2>&1"
+
+
+rule figure:
+    input:
+        replication_inputs,
+    output:
+        report(
+            f"{OUT}/{{replication}}/{{figure}}.png",
+            caption="../report/figure.rst",
+            category="{replication}",
+        ),
+    log:
+        f"logs/{PRESET}/report/{{replication}}/{{figure}}.figure.log",
+    conda:
+        "../../environment.yml"
+    params:
+        runs=lambda w: RUNS,
+        folder=lambda w, output: os.path.dirname(output[0]),
+    shell:
+        "heads report --runs {params.runs} --replication {wildcards.replication} --only {wildcards.figure}.png"
+        " --out {params.folder} > {log} 2>&1"
+
+
+rule replication_claims:
+    input:
+        replication_inputs,
+        spec="replications/{replication}/claims.yaml",
+    output:
+        f"{OUT}/{{replication}}/claims.md",
+    log:
+        f"logs/{PRESET}/report/{{replication}}/claims.log",
+    conda:
+        "../../environment.yml"
+    params:
+        runs=lambda w: RUNS,
+        folder=lambda w, output: os.path.dirname(output[0]),
+    shell:
+        "heads report --runs {params.runs} --replication {wildcards.replication} --only claims"
+        " --out {params.folder} > {log} 2>&1"
+
+
+rule claims:
+    input:
+        all_runs(),
+        specs=expand("replications/{replication}/claims.yaml", replication=REPLICATIONS),
+    output:
+        md=f"{OUT}/CLAIMS.md",
+        csv=f"{OUT}/claims.csv",
+    log:
+        f"logs/{PRESET}/report/claims.log",
+    conda:
+        "../../environment.yml"
+    params:
+        runs=lambda w: RUNS,
+        folder=lambda w, output: os.path.dirname(output.md),
+    shell:
+        "heads claims --runs {params.runs} --replications replications --out {params.folder} > {log} 2>&1"
