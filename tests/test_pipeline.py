@@ -100,7 +100,7 @@ def test_deleting_one_figure_regenerates_just_that_figure(repo):
 
 
 def test_html_report_builds(repo):
-    run = snakemake(repo, "--report", "report.html")
+    run = snakemake(repo, "--report", "report.html")  # bench rules take threads lazily: no --cores needed
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     html = (repo / "report.html").read_text(errors="replace")
     assert "pruning" in html.lower()

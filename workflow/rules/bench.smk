@@ -20,7 +20,7 @@ rule bench_pruned_step:
         "logs/bench/pruned_step.log",
     conda:
         "../../environment.yml"
-    threads: workflow.cores
+    threads: lambda wildcards: workflow.cores
     params:
         steps=config["bench"]["steps"],
         warmup=config["bench"]["warmup"],
@@ -36,7 +36,7 @@ rule bench_engine:
         "logs/bench/engine.log",
     conda:
         "../../environment.yml"
-    threads: workflow.cores
+    threads: lambda wildcards: workflow.cores
     params:
         data=config["data_root"],
     shell:
@@ -51,7 +51,7 @@ rule bench_ablation:
         "logs/bench/ablation.log",
     conda:
         "../../environment.yml"
-    threads: workflow.cores
+    threads: lambda wildcards: workflow.cores
     shell:
         "python benchmarks/bench_ablation.py"
         " --out {output} --summary results/bench/summary.json > {log} 2>&1"
@@ -64,7 +64,7 @@ rule bench_importance:
         "logs/bench/importance.log",
     conda:
         "../../environment.yml"
-    threads: workflow.cores
+    threads: lambda wildcards: workflow.cores
     shell:
         "python benchmarks/bench_importance.py"
         " --out {output} --summary results/bench/summary.json > {log} 2>&1"
@@ -77,7 +77,7 @@ rule bench_memory:
         "logs/bench/memory.log",
     conda:
         "../../environment.yml"
-    threads: workflow.cores
+    threads: lambda wildcards: workflow.cores
     shell:
         "python benchmarks/bench_memory.py"
         " --out {output} --summary results/bench/summary.json > {log} 2>&1"

@@ -23,7 +23,7 @@ rule surgery_table:
     output:
         report(
             f"{OUT}/surgery/{{source}}_keep{{keep}}.md",
-            caption="report/surgery.rst",
+            caption="../report/surgery.rst",
             category="Head surgery",
         ),
     log:
