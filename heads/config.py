@@ -104,7 +104,7 @@ class RunConfig:
         write_json(path, self.to_dict())
 
 
-def _check_type(key: str, value: Any, annotation: Any) -> Any:
+def check_type(key: str, value: Any, annotation: Any) -> Any:
     """Coerce ``value`` to the field's type where lossless; otherwise a ConfigError naming ``key``."""
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
@@ -116,7 +116,7 @@ def _check_type(key: str, value: Any, annotation: Any) -> Any:
             if arg is type(None):
                 continue
             try:
-                return _check_type(key, value, arg)
+                return check_type(key, value, arg)
             except ConfigError as exc:
                 errors.append(str(exc))
         raise ConfigError(errors[0])
@@ -140,12 +140,12 @@ def _check_type(key: str, value: Any, annotation: Any) -> Any:
             return list(value)
     elif origin is tuple:
         if isinstance(value, (list, tuple)) and len(value) == len(args):
-            return tuple(_check_type(key, v, a) for v, a in zip(value, args, strict=True))
+            return tuple(check_type(key, v, a) for v, a in zip(value, args, strict=True))
     name = getattr(annotation, "__name__", str(annotation))
     raise ConfigError(f"{key}: expected {name}, got {value!r} ({type(value).__name__})")
 
 
-def _merge(obj: Any, updates: dict, prefix: str = "") -> None:
+def merge(obj: Any, updates: dict, prefix: str = "") -> None:
     hints = typing.get_type_hints(type(obj))
     names = [f.name for f in dataclasses.fields(obj)]
     for key, value in updates.items():
@@ -156,11 +156,11 @@ def _merge(obj: Any, updates: dict, prefix: str = "") -> None:
         if dataclasses.is_dataclass(current):
             if not isinstance(value, dict):
                 raise ConfigError(f"{path}: expected a mapping of {[f.name for f in dataclasses.fields(current)]}")
-            _merge(current, value, f"{path}.")
+            merge(current, value, f"{path}.")
         elif key == "params" and isinstance(current, dict) and isinstance(value, dict):
             current.update(value)  # strategy params are checked by the strategy itself
         else:
-            setattr(obj, key, _check_type(path, value, hints[key]))
+            setattr(obj, key, check_type(path, value, hints[key]))
 
 
 def parse_overrides(items: list[str]) -> dict:
@@ -198,12 +198,12 @@ def resolve(task: str, preset: str, file: str | Path | None = None, overrides: l
 
     get_task(task)  # unknown task -> clear error
     config = RunConfig(task=task, preset=preset)
-    _merge(config, preset_for(task, preset))
+    merge(config, preset_for(task, preset))
     if file is not None:
         text = Path(file).read_text()
         loaded = json.loads(text) if str(file).endswith(".json") else yaml.safe_load(text)
-        _merge(config, loaded or {})
-    _merge(config, parse_overrides(overrides or []))
+        merge(config, loaded or {})
+    merge(config, parse_overrides(overrides or []))
     if config.task != task:
         raise ConfigError(f"task: the config says {config.task!r} but {task!r} was asked for")
     validate(config)
@@ -212,7 +212,7 @@ def resolve(task: str, preset: str, file: str | Path | None = None, overrides: l
 
 def from_dict(data: dict) -> RunConfig:
     config = RunConfig()
-    _merge(config, data)
+    merge(config, data)
     validate(config)
     return config
 

@@ -38,14 +38,14 @@ def add_run_options(p: argparse.ArgumentParser, required: bool = True) -> None:
 
 def run_config(args: argparse.Namespace, run_dir: Path | None = None):
     """The run configuration: a run folder's own config.json (plus overrides), else task + preset."""
-    from heads.config import ConfigError, _merge, parse_overrides, resolve, validate
+    from heads.config import ConfigError, merge, parse_overrides, resolve, validate
 
     try:
         if run_dir is not None and (run_dir / "config.json").exists() and not args.task:
             from heads.config import from_dict
 
             cfg = from_dict(json.loads((run_dir / "config.json").read_text()))
-            _merge(cfg, parse_overrides(args.overrides or []))
+            merge(cfg, parse_overrides(args.overrides or []))
             validate(cfg)
             return cfg
         if not args.task:

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from torch import nn
 
-from heads.config import ConfigError, RunConfig, _check_type
+from heads.config import ConfigError, RunConfig, check_type
 from heads.train.loop import Hook
 
 
@@ -45,7 +45,7 @@ class Strategy:
         if unknown:
             raise ConfigError(f"strategy {cls.name!r} has no parameters {unknown}; parameters: {sorted(fields)}")
         hints = typing.get_type_hints(cls.Params)
-        typed = {k: _check_type(f"strategy.params.{k}", v, hints[k]) for k, v in values.items()}
+        typed = {k: check_type(f"strategy.params.{k}", v, hints[k]) for k, v in values.items()}
         params = cls.Params(**typed)
         check = getattr(params, "check", None)
         if check is not None:

@@ -30,9 +30,15 @@ class Task(ABC):
         return prepare(self.name, source=d.source, root=Path(d.root), limit=d.limit, hub_path=d.hub_path)
 
     def splits(self, cfg: RunConfig):
+        """The prepared splits, checksum-verified once per folder and kept (examples() of every split,
+        num_labels() and the evaluation all read them)."""
         from heads.data.prepare import load_prepared
 
-        return load_prepared(self.data_path(cfg))
+        path = self.data_path(cfg)
+        cache = self.__dict__.setdefault("_splits", {})
+        if path not in cache:
+            cache[path] = load_prepared(path)
+        return cache[path]
 
     @abstractmethod
     def tokenizer(self, cfg: RunConfig):

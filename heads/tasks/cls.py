@@ -53,8 +53,8 @@ class PairClassification(Task):
 
     def num_labels(self, cfg: RunConfig) -> int:
         """2 for the offline paraphrase task, 3 for MNLI: read from the data, never assumed."""
-        label = self.splits(cfg)["train"].features["label"]
-        return getattr(label, "num_classes", None) or len(set(self.splits(cfg)["train"]["label"]))
+        train = self.splits(cfg)["train"]
+        return getattr(train.features["label"], "num_classes", None) or len(set(train["label"]))
 
     def _specials(self, tokenizer) -> tuple[int, int]:
         cls = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
