@@ -59,9 +59,10 @@ PRESETS: dict[str, dict[str, dict]] = {
             "model": {"family": "llama", "layers": 4, "d": 128, "heads": 8, "vocab": 1024},
             "data": {"seq_len": 64, "batch_size": 16},
             "train": {
-                "steps": 400,
+                # 300 steps: val loss 4.08 vs 4.00 at 400, and the 45-minute budget of the tiny DAG
+                "steps": 300,
                 "lr": 2e-3,
-                "warmup": 40,
+                "warmup": 30,
                 "log_every": 20,
                 "eval_every": 50,
                 "checkpoint_every": 100,
@@ -82,15 +83,17 @@ PRESETS: dict[str, dict[str, dict]] = {
                 "eval_batches": 8,
                 "label_smoothing": 0.1,
             },
-            "eval": {"max_examples": 100, "beams": 4, "max_new_tokens": 64},
+            "eval": {"max_examples": 100, "beams": 4, "max_new_tokens": 48},
         },
         "cls": {
             "model": {"family": "bert", "source": "minilm"},
-            "data": {"seq_len": 40, "batch_size": 16, "limit": 4000},
+            # 24 tokens a side and 100 steps: val loss is lowest at step 100 (0.145, vs 0.171 at 150), and
+            # cls jobs (fine-tune, 144 ablation passes, 9 curves per seed) were a quarter of the tiny DAG.
+            "data": {"seq_len": 24, "batch_size": 16, "limit": 4000},
             "train": {
-                "steps": 150,
+                "steps": 100,
                 "lr": 5e-5,
-                "warmup": 15,
+                "warmup": 10,
                 "log_every": 10,
                 "eval_every": 50,
                 "checkpoint_every": 50,

@@ -8,6 +8,8 @@ rule ablate:
         f"{RUNS}/{{task}}/analysis/ablation/seed{{seed}}.json",
     log:
         f"logs/{PRESET}/analysis/ablation/{{task}}/seed{{seed}}.log",
+    benchmark:
+        f"logs/{PRESET}/benchmarks/analysis/ablation/{{task}}/seed{{seed}}.tsv"
     conda:
         "../../environment.yml"
     params:
@@ -25,6 +27,8 @@ rule curve:
         f"{RUNS}/{{task}}/analysis/curve/{{scorer}}/seed{{seed}}.json",
     log:
         f"logs/{PRESET}/analysis/curve/{{task}}/{{scorer}}/seed{{seed}}.log",
+    benchmark:
+        f"logs/{PRESET}/benchmarks/analysis/curve/{{task}}/{{scorer}}/seed{{seed}}.tsv"
     conda:
         "../../environment.yml"
     params:
@@ -43,6 +47,8 @@ rule curve_at_snapshot:
         f"{RUNS}/{{task}}/analysis/curve_at/step{{step}}/seed{{seed}}.json",
     log:
         f"logs/{PRESET}/analysis/curve_at/{{task}}/step{{step}}/seed{{seed}}.log",
+    benchmark:
+        f"logs/{PRESET}/benchmarks/analysis/curve_at/{{task}}/step{{step}}/seed{{seed}}.tsv"
     conda:
         "../../environment.yml"
     params:
@@ -65,6 +71,8 @@ rule speed:
         f"{RUNS}/cls/analysis/speed.json",
     log:
         f"logs/{PRESET}/analysis/speed.log",
+    benchmark:
+        f"logs/{PRESET}/benchmarks/analysis/speed.tsv"
     conda:
         "../../environment.yml"
     threads: 1
@@ -84,6 +92,8 @@ rule roles:
         f"{RUNS}/{{task}}/analysis/roles/{{lam}}/seed{{seed}}.json",
     log:
         f"logs/{PRESET}/analysis/roles/{{task}}/{{lam}}/seed{{seed}}.log",
+    benchmark:
+        f"logs/{PRESET}/benchmarks/analysis/roles/{{task}}/{{lam}}/seed{{seed}}.tsv"
     conda:
         "../../environment.yml"
     params:

@@ -6,6 +6,8 @@ rule prepare_data:
         touch(f"{DATA}/.ready-{{task}}-{PRESET}"),
     log:
         f"logs/{PRESET}/data/{{task}}.log",
+    benchmark:
+        f"logs/{PRESET}/benchmarks/data/{{task}}.tsv"
     conda:
         "../../environment.yml"
     params:

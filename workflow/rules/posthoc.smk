@@ -8,6 +8,8 @@ rule posthoc_prune:
         f"{RUNS}/{{task}}/posthoc/{{scorer}}/{{ratio}}/seed{{seed}}/eval.json",
     log:
         f"logs/{PRESET}/posthoc/{{task}}/{{scorer}}/{{ratio}}/seed{{seed}}.log",
+    benchmark:
+        f"logs/{PRESET}/benchmarks/posthoc/{{task}}/{{scorer}}/{{ratio}}/seed{{seed}}.tsv"
     conda:
         "../../environment.yml"
     threads: 1

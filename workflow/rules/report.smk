@@ -13,6 +13,8 @@ rule table:
         md=f"{OUT}/{{replication}}/{{table}}.md",
     log:
         f"logs/{PRESET}/report/{{replication}}/{{table}}.table.log",
+    benchmark:
+        f"logs/{PRESET}/benchmarks/report/{{replication}}/{{table}}.table.tsv"
     conda:
         "../../environment.yml"
     params:
@@ -34,6 +36,8 @@ rule figure:
         ),
     log:
         f"logs/{PRESET}/report/{{replication}}/{{figure}}.figure.log",
+    benchmark:
+        f"logs/{PRESET}/benchmarks/report/{{replication}}/{{figure}}.figure.tsv"
     conda:
         "../../environment.yml"
     params:
@@ -52,6 +56,8 @@ rule replication_claims:
         f"{OUT}/{{replication}}/claims.md",
     log:
         f"logs/{PRESET}/report/{{replication}}/claims.log",
+    benchmark:
+        f"logs/{PRESET}/benchmarks/report/{{replication}}/claims.tsv"
     conda:
         "../../environment.yml"
     params:
@@ -71,6 +77,8 @@ rule claims:
         csv=f"{OUT}/claims.csv",
     log:
         f"logs/{PRESET}/report/claims.log",
+    benchmark:
+        f"logs/{PRESET}/benchmarks/report/claims.tsv"
     conda:
         "../../environment.yml"
     params:

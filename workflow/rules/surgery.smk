@@ -28,6 +28,8 @@ rule surgery_table:
         ),
     log:
         f"logs/{PRESET}/surgery/inspect_{{source}}_keep{{keep}}.log",
+    benchmark:
+        f"logs/{PRESET}/benchmarks/surgery/inspect_{{source}}_keep{{keep}}.tsv"
     conda:
         "../../environment.yml"
     params:
