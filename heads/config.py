@@ -242,6 +242,13 @@ def validate(config: RunConfig) -> None:
             raise ConfigError(f"train.{name}: must be >= 1, got {getattr(t, name)}")
     from heads.strategies import build_strategy
 
-    build_strategy(config.strategy.name, config.strategy.params)  # unknown name or bad parameter -> ConfigError
+    strategy = build_strategy(config.strategy.name, config.strategy.params)  # unknown name, bad parameter
+    if m.source == "config":  # a pretrained source's head count is known only once it is loaded
+        for name in ("floor", "keep"):
+            value = getattr(strategy.params, name, None)
+            if isinstance(value, int) and not isinstance(value, bool) and value > m.heads:
+                raise ConfigError(
+                    f"strategy.params.{name}: {value} exceeds the {m.heads} heads of each site (model.heads)"
+                )
     if config.data.batch_size < 1 or config.data.seq_len < 2:
         raise ConfigError("data.batch_size must be >= 1 and data.seq_len >= 2")

@@ -47,3 +47,14 @@ def logits(model, inputs: dict) -> torch.Tensor:
 @pytest.fixture(params=FAMILIES)
 def family(request) -> str:
     return request.param
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory):
+    """A fresh copy of the repository with the whole smoke DAG run once, uninterrupted (slow tests only)."""
+    from smoke_dag import copy_repo, snakemake
+
+    repo = copy_repo(tmp_path_factory.mktemp("repo"))
+    run = snakemake(repo, "--cores", "2")
+    assert run.returncode == 0, (run.stdout + run.stderr)[-5000:]
+    return repo

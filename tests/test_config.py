@@ -26,6 +26,13 @@ def test_parse_overrides_nests():
         (["model.family=gpt"], "model.family: 'gpt' is not one of"),
         (["train.schedule=step"], "train.schedule"),
         (["data.source=web"], "data.source"),
+        (["strategy.name=oneshot", "strategy.params.scorer=magic"], r"strategy.params.scorer: 'magic' is not one of"),
+        (["strategy.name=oneshot", "strategy.params.floor=5"], "floor: 5 exceeds the 4 heads of each site"),
+        (["strategy.name=posthoc", "strategy.params.floor=-1"], "floor: must be >= 0"),
+        (["strategy.name=scratch", "strategy.params.keep=9"], "keep: 9 exceeds the 4 heads of each site"),
+        (["strategy.name=oneshot", "strategy.params.ratio=1.0"], r"ratio: 1.0 is outside \[0, 1\)"),
+        (["strategy.name=curriculum", "strategy.params.max_ratio=half"], "max_ratio: expected float"),
+        (["strategy.name=magic"], "unknown strategy 'magic'"),
     ],
 )
 def test_bad_values_are_named(overrides, match):

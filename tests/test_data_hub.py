@@ -172,3 +172,24 @@ def test_every_task_has_a_default_hub_dataset():
         "wmt/wmt14",
         "nyu-mll/glue",
     }
+
+
+def test_non_utf8_bytes_are_refused_naming_the_file_and_line(tmp_path, cache):
+    folder = tmp_path / "latin1"
+    for split in ("train", "validation", "test"):
+        _jsonl(folder / f"{split}.jsonl", [{"text": f"{split} fine"}, {"text": "also fine"}])
+    bad = folder / "validation.jsonl"
+    bad.write_bytes(bad.read_bytes() + '{"text": "caf\u00e9 cr\u00e8me"}\n'.encode("latin-1"))
+    with pytest.raises(ValueError, match=r"validation\.jsonl, line 3 holds bytes that are not UTF-8.*re-encode"):
+        hub.load("lm", path=folder, cache_dir=cache)
+
+
+def test_blank_and_whitespace_rows_are_dropped_for_every_task(tmp_path, cache):
+    for split in ("train", "validation", "test"):
+        _jsonl(tmp_path / "mt" / f"{split}.jsonl", [
+            {"translation": {"de": "ein Satz", "en": "a sentence"}},
+            {"translation": {"de": "   ", "en": "only one side"}},
+            {"translation": {"de": "\n", "en": "\t"}},
+        ])
+    data = hub.load("mt", path=tmp_path / "mt", cache_dir=cache)
+    assert {split: d["src"] for split, d in data.items()} == {s: ["ein Satz"] for s in ("train", "validation", "test")}

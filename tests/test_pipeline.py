@@ -5,14 +5,10 @@ one figure regenerates just that figure; `snakemake --report` builds the HTML re
 """
 
 import csv
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = shutil.which("snakemake")
+from smoke_dag import SNAKEMAKE, snakemake
 
 pytestmark = [
     pytest.mark.slow,
@@ -20,27 +16,9 @@ pytestmark = [
 ]
 
 
-def snakemake(repo: Path, *args: str, timeout: int = 3000) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [SNAKEMAKE, "--config", "preset=smoke", *args], cwd=repo, capture_output=True, text=True, timeout=timeout
-    )
-
-
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory) -> Path:
-    """The project's files as a fresh clone would have them (tracked and new, never ignored outputs)."""
-    dest = tmp_path_factory.mktemp("repo")
-    files = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.split()
-    for name in files:
-        if name.startswith("results/") or not (ROOT / name).is_file():
-            continue
-        (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / name, dest / name)
-    run = snakemake(dest, "--cores", "2")
-    assert run.returncode == 0, (run.stdout + run.stderr)[-5000:]
-    return dest
+def repo(smoke_run) -> Path:
+    return smoke_run
 
 
 def planned_jobs(text: str) -> dict[str, int]:

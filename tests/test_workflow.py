@@ -82,3 +82,22 @@ def test_ruff_is_clean():
         pytest.skip("ruff not installed")
     run = subprocess.run([ruff, "check", "heads", "tests", "benchmarks"], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout
+
+
+@needs_snakemake
+@pytest.mark.parametrize(
+    "entry,named",
+    [
+        ("{label: mine, task: lm, strategy: magic}", "unknown strategy 'magic'"),
+        ("{label: mine, task: lm, strategy: oneshot, params: {scorer: magic}}", "scorer: 'magic' is not one of"),
+        ("{label: mine, task: lm, strategy: oneshot, params: {ratio: lots}}", "ratio: expected float"),
+    ],
+)
+def test_a_bad_custom_strategy_fails_before_any_job(tmp_path, entry, named):
+    extra = tmp_path / "custom.yaml"
+    extra.write_text(f"dag:\n  smoke:\n    custom:\n      - {entry}\n")
+    run = snakemake("-n", "--config", "preset=smoke", "--configfile", str(extra))
+    out = run.stdout + run.stderr
+    assert run.returncode != 0
+    assert "custom, entry 'mine'" in out and named in out, out[-2000:]
+    assert "Building DAG" not in out

@@ -192,4 +192,29 @@ def load(
 ) -> DatasetDict:
     """A hub dataset for ``task`` in the offline corpora's columns; ``path`` may be a local folder in hub layout."""
     spec = dataset_for(task, dataset)
-    return normalise(load_raw(spec, path, cache_dir=cache_dir), spec, limit=limit)
+    try:
+        return normalise(load_raw(spec, path, cache_dir=cache_dir), spec, limit=limit)
+    except UnicodeDecodeError as e:
+        # The Arrow readers keep the bytes; they fail only when rows are decoded, far from the file.
+        where = _first_non_utf8(Path(path).expanduser()) if path is not None else None
+        raise ValueError(
+            f"{spec.description}: {where or 'a data file'} holds bytes that are not UTF-8 ({e.reason}, byte "
+            f"{e.object[e.start:e.start + 1]!r}); re-encode it as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+        ) from e
+
+
+TEXT_SUFFIXES = (".json", ".jsonl", ".txt", ".csv", ".tsv")
+
+
+def _first_non_utf8(folder: Path) -> str | None:
+    """``<file>, line <n>`` of the first text line under ``folder`` that is not valid UTF-8."""
+    if not folder.is_dir():
+        return None
+    for file in sorted(f for f in folder.rglob("*") if f.is_file() and f.suffix in TEXT_SUFFIXES):
+        with file.open("rb") as f:
+            for n, line in enumerate(f, 1):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError:
+                    return f"{file}, line {n}"
+    return None

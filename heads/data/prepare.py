@@ -139,7 +139,7 @@ def prepare(
         return _reuse(final, manifest)
 
     data = build(task, source, limit=limit, hub_path=hub_path, dataset=dataset, cache_dir=cache_dir)
-    _check_splits(data, f"{task} from {source} (limit={limit})")
+    _check_splits(data, f"{task} from {source}{f' {hub_path}' if hub_path else ''} (limit={limit})")
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:

@@ -47,6 +47,7 @@ class Strategy:
         hints = typing.get_type_hints(cls.Params)
         typed = {k: check_type(f"strategy.params.{k}", v, hints[k]) for k, v in values.items()}
         params = cls.Params(**typed)
+        _check_common(params)
         check = getattr(params, "check", None)
         if check is not None:
             check()
@@ -62,6 +63,19 @@ class Strategy:
     def select(self, model: nn.Module, batches: Iterable[dict]) -> dict[str, list[int]]:
         """Heads to remove from a trained model now (post-hoc strategies)."""
         raise NotImplementedError(f"strategy {self.name!r} acts during training, not on a trained model")
+
+
+def _check_common(params: Any) -> None:
+    """Parameters many strategies share, checked once here: a scorer must be registered, a floor not negative."""
+    scorer = getattr(params, "scorer", None)
+    if isinstance(scorer, str):
+        from heads.scoring import list_scorers
+
+        if scorer not in list_scorers():
+            raise ConfigError(f"strategy.params.scorer: {scorer!r} is not one of {sorted(list_scorers())}")
+    floor = getattr(params, "floor", None)
+    if isinstance(floor, int) and floor < 0:
+        raise ConfigError(f"strategy.params.floor: must be >= 0, got {floor}")
 
 
 def check_ratio(name: str, ratio: float) -> None:

@@ -25,8 +25,6 @@ class PosthocParams:
         check_ratio("ratio", self.ratio)
         if self.scope not in ("global", "per_site"):
             raise ConfigError(f"strategy.params.scope: {self.scope!r} is not one of ['global', 'per_site']")
-        if self.floor < 0:
-            raise ConfigError(f"strategy.params.floor: must be >= 0, got {self.floor}")
 
 
 @register_strategy("posthoc")

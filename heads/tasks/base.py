@@ -48,9 +48,23 @@ class Task(ABC):
     def build_model(self, cfg: RunConfig, tokenizer) -> nn.Module:
         """A fresh (or pretrained) model for this task."""
 
-    @abstractmethod
     def examples(self, cfg: RunConfig, tokenizer, split: str) -> list[Any]:
-        """Encoded examples of one split, ready for :meth:`collate`."""
+        """Encoded examples of one split, ready for :meth:`collate`; a split that encodes to nothing is refused
+        here, with its cause, rather than as a division by zero or an empty batch somewhere downstream."""
+        out = self.encode(cfg, tokenizer, split)
+        if not out:
+            rows = len(self.splits(cfg)[split])
+            raise ValueError(
+                f"task {self.name}: the {split!r} split of {self.data_path(cfg)} ({rows} rows) yields no example "
+                f"at data.seq_len={cfg.data.seq_len}: {self.empty_hint}"
+            )
+        return out
+
+    empty_hint: ClassVar[str] = "every row is blank"
+
+    @abstractmethod
+    def encode(self, cfg: RunConfig, tokenizer, split: str) -> list[Any]:
+        """Encode one split (over-long rows cut to ``data.seq_len``, never dropped silently)."""
 
     @abstractmethod
     def collate(self, examples: list[Any]) -> dict[str, torch.Tensor]:

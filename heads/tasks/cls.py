@@ -61,7 +61,7 @@ class PairClassification(Task):
         sep = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
         return cls, sep
 
-    def examples(self, cfg: RunConfig, tokenizer, split: str) -> list[tuple[list[int], list[int], int]]:
+    def encode(self, cfg: RunConfig, tokenizer, split: str) -> list[tuple[list[int], list[int], int]]:
         """[CLS] a [SEP] b [SEP] with segment ids; each side cut to seq_len tokens."""
         rows = self.splits(cfg)[split]
         cls, sep = self._specials(tokenizer)

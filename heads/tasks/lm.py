@@ -42,7 +42,9 @@ class LanguageModelling(Task):
             ),
         )
 
-    def examples(self, cfg: RunConfig, tokenizer, split: str) -> list[list[int]]:
+    empty_hint = "the split holds fewer tokens than one window; lower data.seq_len or add text"
+
+    def encode(self, cfg: RunConfig, tokenizer, split: str) -> list[list[int]]:
         """Verses joined by <eos> into one stream, cut into non-overlapping windows of seq_len."""
         texts = [t for t in self.splits(cfg)[split]["text"] if t.strip()]
         stream: list[int] = []

@@ -43,7 +43,9 @@ class Translation(Task):
             ),
         )
 
-    def examples(self, cfg: RunConfig, tokenizer, split: str) -> list[tuple[list[int], list[int]]]:
+    empty_hint = "every pair has a blank side"
+
+    def encode(self, cfg: RunConfig, tokenizer, split: str) -> list[tuple[list[int], list[int]]]:
         rows = self.splits(cfg)[split]
         n, eos = cfg.data.seq_len, tokenizer.eos_token_id
         src = tokenizer(list(rows["src"]), add_special_tokens=False)["input_ids"]

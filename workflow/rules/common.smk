@@ -17,6 +17,24 @@ REPLICATIONS = ["michel2019", "voita2019", "overprovisioning", "training_time"]
 CUSTOM = {c["label"]: c for c in D.get("custom", [])}
 
 
+def custom_overrides(c):
+    params = [f"strategy.params.{k}={v}" for k, v in c.get("params", {}).items()]
+    return [f"strategy.name={c['strategy']}", *params]
+
+
+# Custom entries are checked (name, parameters, types) before any job runs, not when their first run starts.
+if CUSTOM:
+    from heads.config import ConfigError, resolve
+
+    for label, c in CUSTOM.items():
+        try:
+            resolve(c["task"], PRESET, None, custom_overrides(c))
+        except (ConfigError, KeyError) as e:
+            raise ValueError(
+                f"config dag.{PRESET}.custom, entry {label!r}: {e}"
+            ) from None
+
+
 wildcard_constraints:
     task="lm|mt|cls",
     seed=r"\d+",
@@ -76,11 +94,7 @@ def strategy_overrides(w):
             return ["strategy.name=scratch", f"strategy.params.layout_from={src}"]
     if w.variant == "during":
         if w.strategy in CUSTOM:
-            c = CUSTOM[w.strategy]
-            params = [
-                f"strategy.params.{k}={v}" for k, v in c.get("params", {}).items()
-            ]
-            return [f"strategy.name={c['strategy']}", *params]
+            return custom_overrides(CUSTOM[w.strategy])
         if w.strategy == "oneshot":
             return [
                 "strategy.name=oneshot",
@@ -213,7 +227,8 @@ RUNS_OF = {
     "michel2019": michel_runs,
     "voita2019": voita_runs,
     "overprovisioning": overprovisioning_runs,
-    "training_time": training_time_runs,
+    # Custom strategies are "during" runs: the training-time tables list them beside the built-in ones.
+    "training_time": lambda: training_time_runs() + custom_runs(),
 }
 
 
