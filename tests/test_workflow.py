@@ -35,8 +35,9 @@ def test_profiles_dry_run(profile):
 
 
 @needs_snakemake
-def test_lint_is_clean():
-    run = snakemake("--lint")
+@pytest.mark.parametrize("preset", ["smoke", "tiny", "paper"])
+def test_lint_is_clean(preset):
+    run = snakemake("--lint", "--config", f"preset={preset}")
     assert run.returncode == 0 and "Congratulations" in run.stdout + run.stderr, run.stdout + run.stderr
 
 
