@@ -1,8 +1,8 @@
 """Faults at the workflow level, at smoke scale (slow: minutes).
 
-A DAG killed mid-run completes with ``--unlock`` then ``--rerun-incomplete`` without redoing a finished job, and its results equal
-those of an uninterrupted run (so two full smoke runs with the same seeds agree, every number but the clock's);
-a run that diverges is shown as failed in the report, not dropped.
+A DAG killed mid-run completes with ``--unlock`` then ``--rerun-incomplete`` without redoing a finished
+job, and its results equal those of an uninterrupted run (so two full smoke runs with the same seeds agree,
+every number but the clock's); a run that diverges is shown as failed in the report, not dropped.
 """
 
 import csv
