@@ -21,6 +21,7 @@ class Task(ABC):
     description: ClassVar[str]
     metric: ClassVar[str]  # the headline metric evaluate() returns
     higher_is_better: ClassVar[bool]
+    empty_hint: ClassVar[str] = "every row is blank"  # why a split can encode to no example at all
 
     def data_path(self, cfg: RunConfig) -> Path:
         """Prepared data (Arrow, checksummed) for this task, built on first use."""
@@ -59,8 +60,6 @@ class Task(ABC):
                 f"at data.seq_len={cfg.data.seq_len}: {self.empty_hint}"
             )
         return out
-
-    empty_hint: ClassVar[str] = "every row is blank"
 
     @abstractmethod
     def encode(self, cfg: RunConfig, tokenizer, split: str) -> list[Any]:
