@@ -50,8 +50,6 @@ TARGET = 5.0
 def parse_args(argv: list[str] | None = None):
     # No warm-up round by default: one pass is already dozens of forwards, so first-call costs are noise.
     p = parser(__doc__, steps=3, warmup=0, out="ablation.md")
-    p.add_argument("--tasks", nargs="+", default=["lm", "mt"], choices=sorted(FAMILY), help="(default: %(default)s)")
-    p.add_argument("--preset", default="tiny", help="model sizes, seq_len and batch size (default: %(default)s)")
     p.add_argument(
         "--chunks",
         type=int,

@@ -6,15 +6,19 @@ up-to-date DAG (smoke, and tiny when its outputs are present), against the targe
 from __future__ import annotations
 
 import argparse
-import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import entry, update_summary, write_atomic
+from common import entry, update_summary
+
+from heads.io import write_text
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from smoke_dag import copy_repo  # noqa: E402  (the slow tests' fresh copy of the repository, shared)
 
 
 def snakemake(cwd: Path, *args: str) -> float:
@@ -24,18 +28,6 @@ def snakemake(cwd: Path, *args: str) -> float:
     if run.returncode != 0:
         raise SystemExit(f"snakemake {' '.join(args)} failed in {cwd}:\n{(run.stdout + run.stderr)[-3000:]}")
     return seconds
-
-
-def fresh_copy(dest: Path) -> Path:
-    files = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.split()
-    for name in files:
-        if name.startswith("results/") or not (ROOT / name).is_file():
-            continue
-        (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / name, dest / name)
-    return dest
 
 
 def main() -> None:
@@ -50,7 +42,7 @@ def main() -> None:
     entries, rows = {}, []
     if not args.no_smoke:
         with tempfile.TemporaryDirectory() as tmp:
-            repo = fresh_copy(Path(tmp))
+            repo = copy_repo(Path(tmp))
             smoke = snakemake(repo, "--cores", str(args.cores), "--config", "preset=smoke")
             noop = snakemake(repo, "--cores", str(args.cores), "--config", "preset=smoke")
         entries["dag.smoke.wall_s"] = entry(round(smoke, 1), None, None, "seconds, fresh copy, data prep included")
@@ -67,7 +59,7 @@ def main() -> None:
         entries["dag.tiny.wall_min"] = entry(round(minutes, 1), 45, minutes <= 45, "minutes on 2 cores")
         rows.append(f"| tiny, full run (measured by `snakemake --cores 2`) | {minutes:.1f} min (target 45) |")
     text = "# Whole-DAG wall-clock\n\n| run | wall-clock |\n| --- | --- |\n" + "\n".join(rows) + "\n"
-    write_atomic(args.out, text)
+    write_text(args.out, text)
     update_summary(args.summary, entries)
     print(text)
 

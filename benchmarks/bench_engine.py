@@ -49,8 +49,6 @@ TARGET = 0.95
 
 def parse_args(argv: list[str] | None = None):
     p = parser(__doc__, steps=30, warmup=3, out="engine.md")
-    p.add_argument("--tasks", nargs="+", default=["lm", "mt"], choices=["lm", "mt"], help="(default: %(default)s)")
-    p.add_argument("--preset", default="tiny", help="(default: %(default)s)")
     p.add_argument(
         "--data-root", default="resources/data", help="prepared data, built on first use (default: %(default)s)"
     )

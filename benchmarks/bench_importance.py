@@ -44,8 +44,6 @@ TARGET = 1.5
 
 def parse_args(argv: list[str] | None = None):
     p = parser(__doc__, steps=10, warmup=2, out="importance.md")
-    p.add_argument("--tasks", nargs="+", default=["lm", "mt"], choices=sorted(FAMILY), help="(default: %(default)s)")
-    p.add_argument("--preset", default="tiny", help="model sizes, seq_len and batch size (default: %(default)s)")
     p.add_argument("--batch", type=int, default=None, help="batch size (default: the preset's)")
     p.add_argument(
         "--profile",

@@ -50,8 +50,6 @@ MB = 2**20
 
 def parse_args(argv: list[str] | None = None):
     p = parser(__doc__, steps=1, warmup=2, out="memory.md")
-    p.add_argument("--tasks", nargs="+", default=["lm", "mt"], choices=sorted(FAMILY), help="(default: %(default)s)")
-    p.add_argument("--preset", default="tiny", help="model sizes and seq_len (default: %(default)s)")
     p.add_argument("--batch", type=int, default=32, help="sequences per step (default: %(default)s)")
     p.add_argument("--fraction", type=float, default=0.5, help="heads removed per site (default: %(default)s)")
     args = p.parse_args(argv)

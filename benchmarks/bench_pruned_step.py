@@ -60,8 +60,6 @@ class Variant:
 
 def parse_args(argv: list[str] | None = None):
     p = parser(__doc__, steps=10, warmup=3, out="pruned_step.md")
-    p.add_argument("--tasks", nargs="+", default=["lm", "mt"], choices=sorted(FAMILY), help="(default: %(default)s)")
-    p.add_argument("--preset", default="tiny", help="model sizes and seq_len from this preset (default: %(default)s)")
     p.add_argument("--batches", type=int, nargs="+", default=[1, 32], help="batch sizes (default: %(default)s)")
     p.add_argument(
         "--prune",

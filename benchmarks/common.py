@@ -40,7 +40,8 @@ SUMMARY = RESULTS / "summary.json"
 
 
 def parser(doc: str | None, steps: int, warmup: int, out: str) -> argparse.ArgumentParser:
-    """The options every benchmark shares: --out, --summary, --steps, --warmup, --threads, --seed."""
+    """The options every benchmark shares: --out, --summary, --steps, --warmup, --threads, --seed, --tasks,
+    --preset."""
     p = argparse.ArgumentParser(
         description=(doc or "").split("\n\n")[0],
         epilog="\n\n".join((doc or "").split("\n\n")[1:]),
@@ -52,6 +53,8 @@ def parser(doc: str | None, steps: int, warmup: int, out: str) -> argparse.Argum
     p.add_argument("--warmup", type=int, default=warmup, help="untimed rounds first (default: %(default)s)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="model init and batch seed (default: %(default)s)")
+    p.add_argument("--tasks", nargs="+", default=["lm", "mt"], choices=sorted(FAMILY), help="(default: %(default)s)")
+    p.add_argument("--preset", default="tiny", help="model sizes, seq_len and batch size (default: %(default)s)")
     return p
 
 
@@ -303,11 +306,6 @@ def peak_tensor_bytes(fn: Callable[[], object]) -> tuple[int, int]:
 # -- output ------------------------------------------------------------------------------------------
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file next to ``path``, then rename it into place (``heads.io``)."""
-    write_text(path, text)
-
-
 def entry(measured: float | int, target: float | int | None, met: bool | None, unit: str, **extra) -> dict:
     """One summary.json value: ``{"measured", "target", "met", "unit"}`` (plus context such as ``spread``)."""
     if isinstance(measured, float):
@@ -337,7 +335,7 @@ def update_summary(path: Path, entries: Mapping[str, dict]) -> None:
         fcntl.flock(folder, fcntl.LOCK_EX)
         data = json.loads(path.read_text()) if path.exists() else {}
         data.update(entries)
-        write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+        write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
     finally:
         os.close(folder)  # releases the lock
 
@@ -356,7 +354,7 @@ def markdown(title: str, header: str, sections: Iterable[Sequence[str]], notes: 
 def finish(args: argparse.Namespace, text: str, entries: Mapping[str, dict]) -> None:
     """Print the table, write it and merge the summary keys."""
     print(text, end="", flush=True)
-    write_atomic(args.out, text)
+    write_text(args.out, text)
     update_summary(args.summary, entries)
     print(f"# wrote {args.out} and {len(entries)} key(s) of {args.summary}")
 
