@@ -91,6 +91,12 @@ def test_kill_9_then_resume_equals_uninterrupted(task, data_root, tmp_path):
     assert resumed["resumed"] and not whole["resumed"]
     assert resumed["eval"] == whole["eval"]
     assert untimed(read_jsonl(cut / "metrics.jsonl")) == untimed(read_jsonl(tmp_path / "whole/metrics.jsonl"))
+    # a resume adds no file an uninterrupted run lacks (an empty events.jsonl once broke the killed-DAG test)
+    assert _files(cut) == _files(tmp_path / "whole")
+
+
+def _files(folder):
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
 
 
 class PruneAt(Hook):

@@ -18,6 +18,8 @@ class MetricsLog:
         self.path = path
 
     def truncate_after(self, step: int) -> None:
+        if not self.path.exists():  # nothing logged yet: a resume must not leave a file a whole run would not
+            return
         kept = [r for r in read_jsonl(self.path) if r["step"] <= step]
         write_text(self.path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
 
