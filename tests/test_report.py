@@ -121,13 +121,15 @@ def make_tree(root: Path) -> Path:
                    events=[{"step": 0, "event": "prune", "removed": {LM_SITES[0]: [1, 2]}, "reason": "oneshot",
                             "heads": 6}], **lm)
         _train_run(runs, "lm", "during/curriculum/0.4", s, value=math.exp(base), final=base - 0.003,
-                   sec_per_step=0.038, heads=6, params=90_000, diverge_at=120 if s == 1 else None, **lm)
+                   sec_per_step=0.038, heads=6, params=90_000, diverge_at=120 if s == 1 else None,
+                   events=[{"step": 40, "event": "prune", "removed": {LM_SITES[0]: [0, 3]}, "reason": "wave",
+                            "heads": 6}], **lm)
         for p, ratio, final in ((0.1, 0.35, base + 0.01), (0.25, 0.2, base), (0.4, 0.1, base + 0.3)):
             _train_run(runs, "lm", f"during/dropout{p}/0.4", s, value=math.exp(final), final=final,
                        sec_per_step=0.05, heads=6, params=90_000, tps_factor=0.9 if p >= 0.25 else 0.97,
                        events=[{"step": 0, "event": "dropout", "attention": p, "residual": 0.0},
                                {"step": 40, "event": "redundancy", "redundancy_ratio": ratio + 0.01 * s,
-                                "attention_dropout": p, "threshold": 0.85},
+                                "max_similarity": 0.9 + 0.01 * s, "attention_dropout": p, "threshold": 0.85},
                                {"step": 40, "event": "prune", "removed": {LM_SITES[1]: [0, 3]},
                                 "reason": "dropout regime", "heads": 6},
                                {"step": 40, "event": "dropout", "attention": 0.1, "residual": 0.0}], **lm)
@@ -306,6 +308,8 @@ def test_tables_mark_significance_and_count_failures(tree_root, tmp_path):
     runs = {r["strategy"] + r["ratio"]: r for r in csv.DictReader((out / "runs.csv").open())}
     assert (runs["curriculum0.400"]["n_ok"], runs["curriculum0.400"]["n_failed"]) == ("2", "1")
     assert float(runs["oneshot0.250"]["time_ratio"]) < 1
+    redundancy = {r["strategy"]: r for r in csv.DictReader((out / "redundancy.csv").open())}
+    assert float(redundancy["dropout0.25"]["max_similarity"]) == pytest.approx(0.91)
 
 
 # -- the claims ledger ---------------------------------------------------------------------------------
@@ -374,9 +378,14 @@ BASE = {"variant": "baseline", "strategy": "none", "ratio": 0.0}
     ({"kind": "value", "task": "mt", "a": {"variant": "l0", "strategy": "lam*", "pick": {"strategy": "min"},
                                            "field": "heads"}, "tolerance": 17.5},
      "supported", "picked l0/lam0.005/0.0"),
-    # a ratio claim below 1
-    ({"kind": "paired_ratio", "a": {"variant": "during", "strategy": "oneshot", "ratio": 0.25, "field": "params"},
+    # a ratio claim below 1, its pruning side checked to have pruned
+    ({"kind": "paired_ratio", "a": {"variant": "during", "strategy": "oneshot", "ratio": 0.25, "field": "params",
+                                    "pruned": True},
       "b": {**BASE, "field": "params"}, "direction": "less"}, "supported", ""),
+    # a side that should have pruned but removed no head (a threshold no pair of heads crossed): not a test
+    ({"kind": "paired_ratio", "a": {**BASE, "field": "params", "pruned": True},
+      "b": {"variant": "during", "strategy": "oneshot", "ratio": 0.25, "field": "params"}}, "inconclusive",
+     "nothing was pruned, so the claim was not put to the test: lm/baseline/none/0.0/seed0 removed no heads"),
     # a curve measure that needs more than the curve has: missing, not a crash
     ({"kind": "value", "task": "mt", "a": {"from": "curve", "scorer": "importance", "measure": "area", "upto": 0.9}},
      "inconclusive", "nothing to measure"),

@@ -152,6 +152,7 @@ BASE = {"id": "X", "text": "t", "task": "lm", "kind": "value", "direction": "gre
     ({"a": {"from": "nowhere"}}, "from: 'nowhere'"),
     ({"a": {"variant": "baseline"}}, "needs 'field'"),
     ({"a": {"variant": "baseline", "field": "value", "scorer": "x"}}, "unknown for from: run"),
+    ({"a": {"variant": "during", "field": "value", "pruned": "yes"}}, "pruned must be true or false"),
     ({"tolerance": "a bit"}, "must be numbers"),
     ({"task": None}, "no task"),
 ])

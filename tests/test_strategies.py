@@ -111,15 +111,25 @@ def test_curriculum_and_dropout_regime_remove_duplicated_heads(data_root, tmp_pa
     assert removed and removed[0]["step"] == 2
     assert all(set(h) & {0, 1} for h in removed[0]["removed"].values())
     assert num_heads(head_layout(waves.model)) < 8
+    (wave,) = [e for e in read_jsonl(tmp_path / "c/events.jsonl") if e["event"] == "wave"]
+    assert wave["max_similarity"] > 0.99 and wave["removed"] == sum(len(h) for h in removed[0]["removed"].values())
     regime = run(
         data_root, tmp_path / "d", "dropout_regime", {"high": 0.25, "low": 0.1, "threshold": 0.99}, hooks=[Duplicate()]
     )
     events = read_jsonl(tmp_path / "d/events.jsonl")
     redundancy = [e for e in events if e["event"] == "redundancy"][0]
-    assert redundancy["redundancy_ratio"] > 0
+    assert redundancy["redundancy_ratio"] > 0 and redundancy["max_similarity"] > 0.99
     dropouts = [e["attention"] for e in events if e["event"] == "dropout"]
     assert dropouts == [0.25, 0.1]
     assert num_heads(head_layout(regime.model)) < 8
+
+
+def test_a_curriculum_wave_that_finds_no_redundant_pair_logs_how_close_it_came(data_root, tmp_path):
+    trainer = run(data_root, tmp_path, "curriculum", {"max_ratio": 0.5, "waves": [[0.1, 0.999], [0.5, 0.99]]})
+    events = read_jsonl(tmp_path / "events.jsonl")
+    assert [e["event"] for e in events] == ["wave", "wave"]  # no prune event: nothing went
+    assert all(e["removed"] == 0 and -1 <= e["max_similarity"] < e["threshold"] for e in events)
+    assert num_heads(head_layout(trainer.model)) == 8
 
 
 class Useless(Hook):

@@ -87,6 +87,8 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
         return ClaimResult(claim, INCONCLUSIVE, note=f"could not measure: {exc.__class__.__name__}: {exc}")
     sides = [a] if b is None else [a, b]
     per_seed, pairing = _combine(claim, a, b)
+    idle = [msg for s in sides for _, msg in sorted(s.idle.items())]
+    per_seed = {seed: v for seed, v in per_seed.items() if not any(seed in s.idle for s in sides)}
     est = estimate(list(per_seed.values()))
     failed = [msg for s in sides for _, msg in sorted(s.failed.items())]
     missing = [m for s in sides for m in s.missing]
@@ -94,6 +96,8 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     if failed:
         result, lead = FAILED, f"diverged: {_short(failed)}" + (f"; effect over the {est.n} other seeds"
                                                                   if est.n else "")
+    elif est.n == 0 and idle:
+        result, lead = INCONCLUSIVE, f"nothing was pruned, so the claim was not put to the test: {_short(idle)}"
     elif est.n == 0:
         result, lead = INCONCLUSIVE, f"missing inputs: {_short(missing) or 'no seeds with both sides'}"
         missing = []
@@ -102,6 +106,8 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     else:
         result = verdict(est, claim.direction, claim.threshold)
         lead = f"the interval reaches the threshold {claim.threshold:+.4g}" if result == INCONCLUSIVE else ""
+    if idle and est.n:
+        notes.append(f"left out, nothing pruned: {_short(idle)}")
     parts = [lead] + ([f"missing: {_short(missing)}"] if missing else []) + notes
     if claim.note:
         parts.append(claim.note)

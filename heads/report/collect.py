@@ -27,7 +27,7 @@ COLUMNS = [
     "task", "variant", "strategy", "ratio", "seed", "status", "failed", "message", "path",
     "metric", "value", "final_val_loss", "steps", "tokens", "train_seconds", "flops", "flops_per_token",
     "heads", "heads_full", "heads_removed_share", "params", "tokens_per_s", "tokens_per_s_early", "peak_mem_mb",
-    "attention_dropout", "redundancy_ratio", "redundancy_threshold", "prune_events",
+    "attention_dropout", "redundancy_ratio", "redundancy_threshold", "max_similarity", "prune_events",
     "target", "time_to_target", "steps_to_target", "reached", "time_to_target_or_total", "steps_to_target_or_total",
 ]
 
@@ -193,6 +193,9 @@ def _record(run: Run, metric: str | None, root: Path) -> dict:
         dropout[0].get("attention") if dropout else None)
     record["attention_dropout"] = _num(first_dropout)
     record["prune_events"] = len(_events(run, "prune"))
+    # the most alike pair of heads any redundancy probe saw: how near a threshold that pruned nothing came
+    probed = [_num(e.get("max_similarity")) for e in redundancy + _events(run, "wave")]
+    record["max_similarity"] = max([x for x in probed if x is not None], default=None)
     for key, value in sorted(run.eval.items()):
         if _num(value) is not None:
             record[f"eval.{key}"] = _num(value)

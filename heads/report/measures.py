@@ -28,7 +28,7 @@ MEASURES = {
     "roles": ("kept_minus_pruned", "kept_mean", "pruned_mean"),
 }
 KEYS = {
-    "run": {"variant", "strategy", "ratio", "field", "pick", "target"},
+    "run": {"variant", "strategy", "ratio", "field", "pick", "target", "pruned"},
     "ablation": {"measure", "site_kind"},
     "all_but_one": {"measure", "site_kind", "budget", "relative"},
     "curve": {"scorer", "measure", "field", "ratio", "upto", "budget"},
@@ -52,6 +52,9 @@ class Series:
     failed: dict[int, str] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # seeds whose run was meant to prune (selector ``pruned: true``) but removed no head: measured, yet they
+    # say nothing about the strategy, so the ledger leaves them out and says why
+    idle: dict[int, str] = field(default_factory=dict)
 
 
 def check_selector(sel: Mapping[str, Any], where: str) -> None:
@@ -70,6 +73,8 @@ def check_selector(sel: Mapping[str, Any], where: str) -> None:
         raise SelectorError(f"{where}: measure: {sel.get('measure')!r} is not one of {list(MEASURES[source])}")
     if source == "curve" and "scorer" not in sel:
         raise SelectorError(f"{where}: from: curve needs 'scorer'")
+    if "pruned" in sel and not isinstance(sel["pruned"], bool):
+        raise SelectorError(f"{where}: pruned must be true or false, got {sel['pruned']!r}")
     if isinstance(sel.get("pick"), Mapping) and set(sel["pick"].values()) - {"min", "max"}:
         raise SelectorError(f"{where}: pick values must be 'min' or 'max'")
 
@@ -150,6 +155,10 @@ def _run(tree: RunTree, sel: Mapping[str, Any]) -> Series:
             continue
         not_reached += reached is False
         series.values[run.seed] = value
+        if sel.get("pruned") and not run.record.get("prune_events"):
+            closest = run.record.get("max_similarity")
+            series.idle[run.seed] = f"{run.name} removed no heads" + (
+                f" (its most alike pair of heads: cosine {closest:.2f})" if closest is not None else "")
     if not_reached:
         series.notes.append(f"target not reached by {not_reached}/{len(chosen)} {v}/{s} runs (total used)")
     return series

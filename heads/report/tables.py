@@ -295,7 +295,8 @@ def training_runs_table(tree: RunTree) -> Table:
 
 def redundancy_table(tree: RunTree) -> Table:
     cols = ["task", "strategy", "ratio", "attention_dropout", "n_ok", "n_failed", "redundancy_ratio", "ci_low",
-            "ci_high", "threshold", "tokens_per_s_early", "throughput_vs_baseline", "final_val_loss"]
+            "ci_high", "threshold", "max_similarity", "tokens_per_s_early", "throughput_vs_baseline",
+            "final_val_loss"]
     rows = []
     for task in tree.tasks:
         base_tps = mean(_ok(tree.select(task, "baseline", "none", 0.0), "tokens_per_s_early"))
@@ -306,12 +307,14 @@ def redundancy_table(tree: RunTree) -> Table:
             tps = mean(_ok(runs, "tokens_per_s_early"))
             rows.append([task, strategy, ratio, mean(_ok(runs, "attention_dropout")) or trailing_number(strategy),
                          len(ok), len(runs) - len(ok), *ci(_ok(runs, "redundancy_ratio")),
-                         mean(_ok(runs, "redundancy_threshold")), tps,
+                         mean(_ok(runs, "redundancy_threshold")), mean(_ok(runs, "max_similarity")), tps,
                          tps / base_tps if tps and base_tps else None, mean(_ok(runs, "final_val_loss"))])
     rows.sort(key=lambda r: (r[0], r[3] if r[3] is not None else -1.0, r[1], r[2]))
     return Table("Redundancy after warm-up by attention dropout", cols, rows, caption=(
-        "Share of heads with an output-cosine partner above the threshold at the end of warm-up (D4/D5), and "
-        "the warm-up throughput against the baseline's (dropout costs RNG time)."))
+        "Share of heads with an output-cosine partner above the threshold at the end of warm-up (D4/D5), the "
+        "largest cosine between two heads of a site then (`max_similarity`, mean over seeds: how near the "
+        "threshold the most alike pair came), and the warm-up throughput against the baseline's (dropout "
+        "costs RNG time)."))
 
 
 TABLES: dict[str, dict[str, Callable[[RunTree], Table]]] = {

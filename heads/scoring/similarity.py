@@ -61,6 +61,13 @@ def summed_similarity(matrices: Scores) -> Scores:
     return {name: m.sum(-1) - m.diagonal() for name, m in matrices.items()}
 
 
+def max_similarity(matrices: Scores) -> float | None:
+    """The largest cosine between two heads of one site (None when no site has two heads): how close the
+    most alike pair comes to a redundancy threshold, which says why a threshold pruned nothing."""
+    offs = [m[~torch.eye(m.shape[0], dtype=torch.bool)] for m in matrices.values() if m.shape[0] > 1]
+    return max((float(o.max()) for o in offs), default=None)
+
+
 def redundant_heads(matrices: Scores, threshold: float = 0.85) -> dict[str, torch.Tensor]:
     """Per site, bool [H]: the head has some other head with similarity above ``threshold``."""
     out = {}
@@ -91,6 +98,11 @@ def redundancy_ratio(
     for domain_batches in domains.values():
         found = redundant_heads(similarity_matrices(model, domain_batches, params), threshold)
         flags = found if flags is None else {k: flags[k] & found[k] for k in flags}
+    return share_redundant(flags)
+
+
+def share_redundant(flags: Mapping[str, torch.Tensor]) -> float:
+    """Share of heads flagged by :func:`redundant_heads` over all sites."""
     total = sum(f.numel() for f in flags.values())
     return sum(int(f.sum()) for f in flags.values()) / total if total else 0.0
 

@@ -32,19 +32,30 @@ def score_and_select(
     )
 
 
-def redundant_to_remove(
-    model: nn.Module, batches: Iterable[dict], threshold: float, floor: int = 1, max_remove: int | None = None
-) -> dict[str, list[int]]:
-    """Per site, drop heads whose output has a kept partner with cosine > ``threshold``.
+def probe_similarity(model: nn.Module, batches: Iterable[dict]) -> dict[str, torch.Tensor]:
+    """Per site, the heads' [H, H] output cosine on ``batches`` (what redundancy pruning decides on).
 
-    Greedy, most redundant first (highest summed similarity), so of two copies one survives;
-    never below ``floor`` heads per site; at most ``max_remove`` heads in all.
     Grouped-query models: not supported here (redundancy is per query head; removal is per group).
     """
     if any(size > 1 for size in group_sizes(model).values()):
         raise ValueError("redundancy pruning removes single heads; grouped-query models lose whole groups only")
+    return similarity_matrices(model, list(batches))
+
+
+def redundant_to_remove(
+    model: nn.Module,
+    matrices: Mapping[str, torch.Tensor],
+    threshold: float,
+    floor: int = 1,
+    max_remove: int | None = None,
+) -> dict[str, list[int]]:
+    """Per site, drop heads whose output has a kept partner with cosine > ``threshold``.
+
+    ``matrices``: :func:`probe_similarity` of ``model``. Greedy, most redundant first (highest summed
+    similarity), so of two copies one survives; never below ``floor`` heads per site; at most
+    ``max_remove`` heads in all.
+    """
     layout = head_layout(model)
-    matrices = similarity_matrices(model, list(batches))
     candidates = []  # (summed similarity, site, position)
     for site, m in matrices.items():
         if m.shape[0] < 2:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from heads.config import ConfigError
-from heads.scoring.similarity import redundancy_ratio
+from heads.scoring.similarity import max_similarity, redundant_heads, share_redundant
 from heads.strategies.base import Strategy, check_ratio
-from heads.strategies.common import redundant_to_remove
+from heads.strategies.common import probe_similarity, redundant_to_remove
 from heads.strategies.registry import register_strategy
 from heads.surgery import head_layout, num_heads
 from heads.train.loop import Hook
@@ -46,13 +46,13 @@ class _Regime(Hook):
         if trainer.step != self.switch:
             return
         p = self.p
-        probe = trainer.probe_batches(p.probe_batches, seed_offset=trainer.step)
-        ratio = redundancy_ratio(trainer.model, probe, threshold=p.threshold)
+        matrices = probe_similarity(trainer.model, trainer.probe_batches(p.probe_batches, seed_offset=trainer.step))
         trainer.events.write(
             {
                 "step": trainer.step,
                 "event": "redundancy",
-                "redundancy_ratio": ratio,
+                "redundancy_ratio": share_redundant(redundant_heads(matrices, p.threshold)),
+                "max_similarity": max_similarity(matrices),
                 "attention_dropout": p.high,
                 "threshold": p.threshold,
             }
@@ -60,7 +60,7 @@ class _Regime(Hook):
         if p.prune:
             total = num_heads(head_layout(trainer.model))
             remove = redundant_to_remove(
-                trainer.model, probe, p.threshold, p.floor, max_remove=int(p.max_ratio * total)
+                trainer.model, matrices, p.threshold, p.floor, max_remove=int(p.max_ratio * total)
             )
             trainer.prune(remove, reason=f"dropout regime: cosine > {p.threshold} under attention dropout {p.high}")
         trainer.set_dropout(attention=p.low)
