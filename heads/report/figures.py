@@ -272,9 +272,17 @@ def redundancy_figure(tree: RunTree, path: Path) -> Path:
     plt, fig, axes = _panels(list(tasks), "Redundancy ratio after warm-up by attention dropout (95 % CI)")
     for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
         err = _err(trows, m="redundancy_ratio")
-        ax.bar(range(len(trows)), [r["redundancy_ratio"] for r in trows], yerr=err, capsize=3)
-        ax.set_xticks(range(len(trows)), [f"{r['attention_dropout']:g}" for r in trows])
-        ax.set(title=task, xlabel="attention dropout in warm-up", ylabel="share of redundant heads", ylim=(0, 1))
+        x = range(len(trows))
+        ax.bar(x, [r["redundancy_ratio"] for r in trows], yerr=err, capsize=3, label="share of redundant heads")
+        # with no redundant head the bars are empty: the most alike pair against the threshold says how near
+        closest = [(i, r["max_similarity"]) for i, r in enumerate(trows) if r.get("max_similarity") is not None]
+        if closest:
+            ax.plot(*zip(*closest, strict=True), "o", color=PALETTE[1], label="most alike pair (cosine)")
+        for threshold in sorted({r["threshold"] for r in trows if r.get("threshold") is not None}):
+            ax.axhline(threshold, color=PALETTE[7], linestyle="--", linewidth=1, label=f"threshold {threshold:g}")
+        ax.set_xticks(x, [f"{r['attention_dropout']:g}" for r in trows])
+        ax.set(title=task, xlabel="attention dropout in warm-up", ylabel="share / cosine", ylim=(0, 1))
+        ax.legend(loc="best")
     return _save(plt, fig, path)
 
 
