@@ -382,6 +382,9 @@ BASE = {"variant": "baseline", "strategy": "none", "ratio": 0.0}
     ({"kind": "paired_ratio", "a": {"variant": "during", "strategy": "oneshot", "ratio": 0.25, "field": "params",
                                     "pruned": True},
       "b": {**BASE, "field": "params"}, "direction": "less"}, "supported", ""),
+    # post-hoc folders have no events: their head count says they pruned
+    ({"kind": "value", "a": {"variant": "posthoc", "strategy": "importance", "ratio": 0.5, "field": "value",
+                             "pruned": True}}, "supported", ""),
     # a side that should have pruned but removed no head (a threshold no pair of heads crossed): not a test
     ({"kind": "paired_ratio", "a": {**BASE, "field": "params", "pruned": True},
       "b": {"variant": "during", "strategy": "oneshot", "ratio": 0.25, "field": "params"}}, "inconclusive",

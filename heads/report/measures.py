@@ -155,13 +155,20 @@ def _run(tree: RunTree, sel: Mapping[str, Any]) -> Series:
             continue
         not_reached += reached is False
         series.values[run.seed] = value
-        if sel.get("pruned") and not run.record.get("prune_events"):
+        if sel.get("pruned") and not _removed_heads(run):
             closest = run.record.get("max_similarity")
             series.idle[run.seed] = f"{run.name} removed no heads" + (
                 f" (its most alike pair of heads: cosine {closest:.2f})" if closest is not None else "")
     if not_reached:
         series.notes.append(f"target not reached by {not_reached}/{len(chosen)} {v}/{s} runs (total used)")
     return series
+
+
+def _removed_heads(run: Run) -> bool:
+    """Whether the run ended with fewer heads than the full model (post-hoc folders included); a run without
+    a head count falls back to its prune events."""
+    share = run.record.get("heads_removed_share")
+    return share > 0 if share is not None else bool(run.record.get("prune_events"))
 
 
 def _run_field(run: Run, fld: str, target: float | None) -> tuple[float | None, bool | None]:
