@@ -23,8 +23,12 @@ include: "workflow/rules/surgery.smk"
 include: "workflow/rules/bench.smk"
 
 
+# The run tree (git-ignored) is a target too: a fresh clone holds the committed tables but no runs, and without
+# this Snakemake would call those tables up to date and run nothing; with it the whole DAG runs and re-renders.
 rule all:
     default_target: True
     input:
         report_outputs(),
         surgery_tables(),
+        all_runs(),
+        surgery_runs(),

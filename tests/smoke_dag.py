@@ -18,13 +18,14 @@ SNAKEMAKE = shutil.which("snakemake")
 TIMING = re.compile(r"seconds|wall|per_s|time|ttt_|throughput|speed|peak_mem|resumed|repeats")
 
 
-def copy_repo(dest: Path) -> Path:
-    """The project's files as a fresh clone would have them (tracked and new, never ignored outputs)."""
+def copy_repo(dest: Path, results: bool = False) -> Path:
+    """The project's files as a fresh clone would have them (tracked and new, never ignored outputs); the
+    committed results/ only with ``results``."""
     files = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.split()
     for name in files:
-        if name.startswith("results/") or not (ROOT / name).is_file():
+        if (name.startswith("results/") and not results) or not (ROOT / name).is_file():
             continue
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, dest / name)

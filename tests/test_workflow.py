@@ -28,6 +28,20 @@ def test_dry_run_resolves_every_preset(preset):
 
 
 @needs_snakemake
+def test_a_fresh_clone_runs_the_whole_dag_despite_the_committed_results(tmp_path):
+    from smoke_dag import copy_repo
+
+    repo = copy_repo(tmp_path, results=True)
+    assert (repo / "results" / "CLAIMS.md").exists() and not (repo / "results" / "runs").exists()
+    run = snakemake("-n", cwd=repo)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-3000:]
+    assert "Nothing to be done" not in out
+    for rule in ("prepare_data", "train", "claims", "figure", "prune_uniform"):
+        assert f"\n{rule} " in out, rule
+
+
+@needs_snakemake
 @pytest.mark.parametrize("profile", ["gpu", "slurm"])
 def test_profiles_dry_run(profile):
     run = snakemake("-n", "--forceall", "--profile", f"workflow/profiles/{profile}", "--config", "preset=paper")

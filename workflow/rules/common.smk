@@ -243,6 +243,13 @@ def surgery_tables():
     )
 
 
+def surgery_runs():
+    s = config["surgery"]
+    return expand(
+        f"{RUNS}/surgery/{{source}}_keep{{keep}}", source=s["sources"], keep=s["keep"]
+    )
+
+
 # What `heads report` renders per replication (tests/test_pipeline.py checks this against heads.report).
 ARTEFACTS = {
     "michel2019": {
