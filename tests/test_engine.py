@@ -93,6 +93,8 @@ def test_kill_9_then_resume_equals_uninterrupted(task, data_root, tmp_path):
     assert untimed(read_jsonl(cut / "metrics.jsonl")) == untimed(read_jsonl(tmp_path / "whole/metrics.jsonl"))
     # a resume adds no file an uninterrupted run lacks (an empty events.jsonl once broke the killed-DAG test)
     assert _files(cut) == _files(tmp_path / "whole")
+    for name in ("config.json", "model/config.json", "checkpoint/model/config.json"):
+        assert json.loads((cut / name).read_text()) == json.loads((tmp_path / "whole" / name).read_text()), name
 
 
 def _files(folder):

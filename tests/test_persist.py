@@ -30,6 +30,17 @@ def test_round_trip_is_exact(family, tmp_path):
     assert json.loads((tmp_path / "config.json").read_text())["head_layout"] == head_layout(model)
 
 
+@pytest.mark.parametrize("prune", [False, True])
+def test_save_load_save_writes_the_same_config(family, prune, tmp_path):
+    # a resumed run saves a model that went through load(): its config.json must be the uninterrupted run's
+    model = pruned(family) if prune else build(family)
+    save(model, tmp_path / "a")
+    save(load(tmp_path / "a"), tmp_path / "b")
+    first, second = ((tmp_path / x / "config.json").read_text() for x in "ab")
+    assert second == first
+    assert ("head_layout" in json.loads(first)) == prune  # an unpruned model's config carries no layout key
+
+
 def test_only_safetensors_are_read(tmp_path):
     save(pruned("llama"), tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix in {".bin", ".pt", ".pkl"}) == []

@@ -21,7 +21,7 @@ from torch import nn
 from heads.io import replace_dir, temp_dir_beside
 from heads.surgery.gates import install
 from heads.surgery.prune import apply_layout
-from heads.surgery.sites import LAYOUT_KEY
+from heads.surgery.sites import LAYOUT_KEY, record_layout
 
 WEIGHTS = "model.safetensors"
 INDEX = "model.safetensors.index.json"
@@ -94,7 +94,7 @@ def load(path: str | Path, model_class: type | None = None, gated: bool = True) 
         raise CheckpointError(f"{path}: no config.json")
     config = transformers.AutoConfig.from_pretrained(path, local_files_only=True)
     layout = getattr(config, LAYOUT_KEY, None)
-    setattr(config, LAYOUT_KEY, None)
+    record_layout(config, None)  # the model is built full; apply_layout records the layout again
     cls = model_class or _model_class(config)
     model = cls(config)
     if layout:

@@ -15,7 +15,7 @@ from torch import nn
 
 from heads.surgery.families import family_of
 from heads.surgery.gates import GATE_ATTR
-from heads.surgery.sites import LAYOUT_KEY, HeadLayout, Site, full_layout, head_layout, site_map
+from heads.surgery.sites import HeadLayout, Site, full_layout, head_layout, record_layout, site_map
 
 
 class GroupedQueryError(ValueError):
@@ -181,7 +181,7 @@ def _record_layout(model: nn.Module, layout: HeadLayout) -> None:
     full = full_layout(model)
     pruned = {k: v for k, v in layout.items() if v != full[k]}
     # The full layout is recorded too, so a config alone says which sites exist.
-    setattr(model.config, LAYOUT_KEY, layout if pruned else None)
+    record_layout(model.config, layout if pruned else None)
 
 
 def apply_layout(model: nn.Module, layout: Mapping[str, Iterable[int]], optimizer=None) -> HeadLayout:

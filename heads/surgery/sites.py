@@ -20,6 +20,15 @@ HeadLayout = dict[str, list[int]]
 LAYOUT_KEY = "head_layout"
 
 
+def record_layout(config, layout: HeadLayout | None) -> None:
+    """Carry ``layout`` in ``config`` (saved with it); ``None`` removes the key, so an unpruned model's
+    config.json is byte-for-byte what it was before any load or prune (no ``"head_layout": null``)."""
+    if layout:
+        setattr(config, LAYOUT_KEY, layout)
+    elif LAYOUT_KEY in vars(config):
+        delattr(config, LAYOUT_KEY)
+
+
 @dataclass(frozen=True)
 class Site:
     """One attention module: where it sits and how it attends."""
