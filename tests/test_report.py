@@ -284,6 +284,23 @@ def test_report_renders_every_table_and_figure_identically_twice(tree_root, tmp_
     assert _bytes(out, (".csv", ".md", ".png")) == first
 
 
+def test_tasks_keep_other_replications_runs_out_of_the_tables(tree_root, tmp_path, capsys):
+    # the workflow renders training_time from lm alone: the cls and mt baselines (another replication's
+    # runs, which may or may not be finished when it renders) must not appear, whatever else the tree holds
+    whole, lm = tmp_path / "whole", tmp_path / "lm"
+    for out, extra in ((whole, []), (lm, ["--tasks", "lm,nope"])):
+        assert _cli(["report", "--runs", str(tree_root), "--replication", "training_time", "--only", "runs",
+                     "--out", str(out), *extra]) == 0
+    assert "no runs or analyses of task 'nope'" in capsys.readouterr().err
+    def tasks(out):
+        return {r["task"] for r in csv.DictReader((out / "runs.csv").open())}
+
+    assert tasks(whole) == {"lm", "mt", "cls"} and tasks(lm) == {"lm"}
+    assert RunTree(tree_root, tasks=["mt"]).tasks == ["mt"]
+    with pytest.raises(SystemExit, match="names no task"):
+        _cli(["report", "--runs", str(tree_root), "--replication", "training_time", "--out", str(lm), "--tasks", ","])
+
+
 def test_figures_only_and_an_empty_tree(tmp_path, capsys):
     out = tmp_path / "fig"
     assert _cli(["report", "--runs", str(tmp_path / "nothing"), "--replication", "training_time", "--out", str(out),

@@ -9,10 +9,23 @@ from pathlib import Path
 from heads.cli.common import fail
 
 
-def _tree(runs: Path):
+def _tasks(text: str | None) -> list[str] | None:
+    """``--tasks lm,mt`` as a list (tasks may come from plugins, so names are not checked against a registry;
+    a name with nothing in the tree is warned about once the tree is read)."""
+    if text is None:
+        return None
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise fail(f"report: --tasks {text!r} names no task")
+    return names
+
+
+def _tree(runs: Path, tasks: list[str] | None = None):
     from heads.report import RunTree
 
-    tree = RunTree(runs)
+    tree = RunTree(runs, tasks=tasks)
+    for task in sorted(set(tasks or ()) - set(tree.tasks)):
+        print(f"heads: warning: no runs or analyses of task {task!r} under {runs}", file=sys.stderr)
     failed = [r for r in tree.runs if r.failed]
     if failed:
         print(
@@ -35,7 +48,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if args.replication not in REPLICATIONS:
         raise fail(f"report: unknown replication {args.replication!r}; known: {', '.join(REPLICATIONS)}")
-    tree = _tree(args.runs)
+    tree = _tree(args.runs, _tasks(args.tasks))
     try:
         written = render_replication(
             args.replication, tree, args.out, args.replications, args.figures_only, only=args.only
@@ -81,6 +94,12 @@ def register(sub) -> None:
         type=Path,
         default=Path("replications"),
         help="folder of replication specs; the replication's claims go to OUT/claims.md",
+    )
+    p.add_argument(
+        "--tasks",
+        metavar="T1,T2",
+        help="read only these tasks' runs (the workflow passes the replication's own, so the tables never "
+        "depend on which other runs happen to be finished)",
     )
     p.add_argument("--figures-only", action="store_true", help="render the figures only")
     p.add_argument(

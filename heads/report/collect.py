@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -205,9 +205,12 @@ def _record(run: Run, metric: str | None, root: Path) -> dict:
 class RunTree:
     """All runs and analyses under one ``OUT/runs`` folder."""
 
-    def __init__(self, root: str | Path, target_tol: float = DEFAULT_TOL):
+    def __init__(self, root: str | Path, target_tol: float = DEFAULT_TOL, tasks: Iterable[str] | None = None):
+        """``tasks``: read only these tasks' runs and analyses. A replication renders from its own tasks, so
+        another replication's runs, finished or not when it renders, never leak into its tables."""
         self.root = Path(root)
         self.target_tol = target_tol
+        self.only = None if tasks is None else frozenset(tasks)
         self.problems: list[str] = []
         self._cache: dict = {}
         self.runs: list[Run] = self._scan()
@@ -220,7 +223,7 @@ class RunTree:
             return runs
         for seed_dir in sorted(self.root.glob("*/*/*/*/seed*")):
             task, variant, strategy, ratio_dir = seed_dir.relative_to(self.root).parts[:4]
-            if variant == "analysis" or not seed_dir.is_dir():
+            if variant == "analysis" or not seed_dir.is_dir() or (self.only is not None and task not in self.only):
                 continue
             m = re.fullmatch(r"seed(\d+)", seed_dir.name)
             ratio = parse_ratio(ratio_dir)
@@ -276,7 +279,7 @@ class RunTree:
         found = {r.task for r in self.runs}
         if self.root.is_dir():
             found |= {p.parent.name for p in self.root.glob("*/analysis") if p.is_dir()}
-        return sorted(found)
+        return sorted(found if self.only is None else found & self.only)
 
     def frame(self):
         """The records as a pandas DataFrame, one row per run folder (failed runs included)."""

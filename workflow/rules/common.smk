@@ -288,3 +288,13 @@ def report_outputs():
 
 def replication_inputs(w):
     return RUNS_OF[w.replication]()
+
+
+def replication_tasks(w):
+    """The tasks a replication's inputs belong to: its tables read only these, so another replication's
+    runs (finished or not at render time) never leak into them."""
+    tasks = {
+        os.path.relpath(path, RUNS).split(os.sep)[0]
+        for path in RUNS_OF[w.replication]()
+    }
+    return ",".join(sorted(tasks))

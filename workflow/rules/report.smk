@@ -19,9 +19,11 @@ rule table:
         "../../environment.yml"
     params:
         runs=lambda w: RUNS,
+        tasks=replication_tasks,
         folder=lambda w, output: os.path.dirname(output.csv),
     shell:
-        "heads report --runs {params.runs} --replication {wildcards.replication} --only {wildcards.table}"
+        "heads report --runs {params.runs} --replication {wildcards.replication}"
+        " --tasks {params.tasks} --only {wildcards.table}"
         " --out {params.folder} > {log} 2>&1"
 
 
@@ -42,9 +44,11 @@ rule figure:
         "../../environment.yml"
     params:
         runs=lambda w: RUNS,
+        tasks=replication_tasks,
         folder=lambda w, output: os.path.dirname(output[0]),
     shell:
-        "heads report --runs {params.runs} --replication {wildcards.replication} --only {wildcards.figure}.png"
+        "heads report --runs {params.runs} --replication {wildcards.replication}"
+        " --tasks {params.tasks} --only {wildcards.figure}.png"
         " --out {params.folder} > {log} 2>&1"
 
 
@@ -62,9 +66,11 @@ rule replication_claims:
         "../../environment.yml"
     params:
         runs=lambda w: RUNS,
+        tasks=replication_tasks,
         folder=lambda w, output: os.path.dirname(output[0]),
     shell:
-        "heads report --runs {params.runs} --replication {wildcards.replication} --only claims"
+        "heads report --runs {params.runs} --replication {wildcards.replication}"
+        " --tasks {params.tasks} --only claims"
         " --out {params.folder} > {log} 2>&1"
 
 
