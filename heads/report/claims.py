@@ -106,7 +106,7 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     else:
         result = verdict(est, claim.direction, claim.threshold)
         lead = f"the interval reaches the threshold {claim.threshold:+.4g}" if result == INCONCLUSIVE else ""
-    if idle and est.n:
+    if idle and (est.n or failed):  # otherwise the lead already says it
         notes.append(f"left out, nothing pruned: {_short(idle)}")
     parts = [lead] + ([f"missing: {_short(missing)}"] if missing else []) + notes
     if claim.note:

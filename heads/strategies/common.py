@@ -9,7 +9,6 @@ from torch import nn
 
 from heads.scoring import compute_scores
 from heads.scoring.select import group_sizes, select
-from heads.scoring.similarity import similarity_matrices
 from heads.surgery import head_layout
 
 
@@ -32,16 +31,6 @@ def score_and_select(
     )
 
 
-def probe_similarity(model: nn.Module, batches: Iterable[dict]) -> dict[str, torch.Tensor]:
-    """Per site, the heads' [H, H] output cosine on ``batches`` (what redundancy pruning decides on).
-
-    Grouped-query models: not supported here (redundancy is per query head; removal is per group).
-    """
-    if any(size > 1 for size in group_sizes(model).values()):
-        raise ValueError("redundancy pruning removes single heads; grouped-query models lose whole groups only")
-    return similarity_matrices(model, list(batches))
-
-
 def redundant_to_remove(
     model: nn.Module,
     matrices: Mapping[str, torch.Tensor],
@@ -51,10 +40,13 @@ def redundant_to_remove(
 ) -> dict[str, list[int]]:
     """Per site, drop heads whose output has a kept partner with cosine > ``threshold``.
 
-    ``matrices``: :func:`probe_similarity` of ``model``. Greedy, most redundant first (highest summed
-    similarity), so of two copies one survives; never below ``floor`` heads per site; at most
-    ``max_remove`` heads in all.
+    ``matrices``: ``similarity_matrices`` of ``model`` on probe batches. Greedy, most redundant first
+    (highest summed similarity), so of two copies one survives; never below ``floor`` heads per site; at
+    most ``max_remove`` heads in all. Grouped-query models: not supported here (redundancy is per query
+    head; removal is per group).
     """
+    if any(size > 1 for size in group_sizes(model).values()):
+        raise ValueError("redundancy pruning removes single heads; grouped-query models lose whole groups only")
     layout = head_layout(model)
     candidates = []  # (summed similarity, site, position)
     for site, m in matrices.items():

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from heads.config import ConfigError
-from heads.scoring.similarity import max_similarity
+from heads.scoring.similarity import max_similarity, similarity_matrices
 from heads.strategies.base import Strategy, check_ratio
-from heads.strategies.common import probe_similarity, redundant_to_remove
+from heads.strategies.common import redundant_to_remove
 from heads.strategies.registry import register_strategy
 from heads.surgery import head_layout, num_heads
 from heads.train.loop import Hook
@@ -44,7 +44,7 @@ class _Waves(Hook):
         budget = int(self.p.max_ratio * self.original) - (self.original - num_heads(head_layout(trainer.model)))
         if budget <= 0:
             return
-        matrices = probe_similarity(
+        matrices = similarity_matrices(
             trainer.model, trainer.probe_batches(self.p.probe_batches, seed_offset=trainer.step)
         )
         remove = redundant_to_remove(trainer.model, matrices, threshold, self.p.floor, max_remove=budget)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from heads.config import ConfigError
-from heads.scoring.similarity import max_similarity, redundant_heads, share_redundant
+from heads.scoring.similarity import max_similarity, redundant_heads, share_redundant, similarity_matrices
 from heads.strategies.base import Strategy, check_ratio
-from heads.strategies.common import probe_similarity, redundant_to_remove
+from heads.strategies.common import redundant_to_remove
 from heads.strategies.registry import register_strategy
 from heads.surgery import head_layout, num_heads
 from heads.train.loop import Hook
@@ -46,7 +46,7 @@ class _Regime(Hook):
         if trainer.step != self.switch:
             return
         p = self.p
-        matrices = probe_similarity(trainer.model, trainer.probe_batches(p.probe_batches, seed_offset=trainer.step))
+        matrices = similarity_matrices(trainer.model, trainer.probe_batches(p.probe_batches, seed_offset=trainer.step))
         trainer.events.write(
             {
                 "step": trainer.step,
