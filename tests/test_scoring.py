@@ -266,6 +266,18 @@ def test_grouped_query_heads_of_one_group_can_be_duplicates():
         assert all(s.shape == (4,) for s in compute_scores(name, model, batches).values())
 
 
+def test_grouped_query_redundancy_is_measured_but_not_pruned_head_by_head():
+    from heads.scoring.similarity import max_similarity
+    from heads.strategies.common import redundant_to_remove
+
+    model = toy("llama", kv_heads=2)
+    duplicate(model, sites(model)[0], 0, 1)
+    matrices = similarity_matrices(model, batches_for("llama"))
+    assert max_similarity(matrices) == pytest.approx(1.0, abs=1e-5)  # measuring works (the dropout regime's probe)
+    with pytest.raises(ValueError, match="grouped-query models lose whole groups only"):
+        redundant_to_remove(model, matrices, threshold=0.9)
+
+
 def test_one_head_site_scores_are_defined():
     model = toy("bert")
     site = sites(model)[0].name
