@@ -16,8 +16,6 @@ validate(config, "workflow/schemas/config.schema.yaml")
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
-include: "workflow/rules/posthoc.smk"
-include: "workflow/rules/analysis.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/surgery.smk"
 include: "workflow/rules/bench.smk"

@@ -94,6 +94,9 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
+    # What the run is on the workflow's run sheet (label, variant, arm, ratio, knob, from_run): written by the
+    # workflow, read by the report instead of the folder's name. Empty for a run started by hand.
+    run: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

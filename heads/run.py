@@ -77,6 +77,7 @@ def train_run(cfg: RunConfig, out: Path) -> dict[str, Any]:
         "params": count_params(trainer.model.config, layout, architecture=type(trainer.model).__name__),
         "head_layout": layout,
         "flops_per_token": trainer.flops_per_token,
+        "run": cfg.run,
     }
     if cfg.train.target is not None:
         summary["target"] = cfg.train.target

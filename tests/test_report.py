@@ -15,9 +15,9 @@ import pytest
 from heads.cli import report as report_cli
 from heads.report import RunTree, evaluate, load_all
 from heads.report.claims import CSV_COLUMNS
-from heads.report.figures import FIGURES
+from heads.report.render import artefacts, replications
 from heads.report.spec import parse_claim
-from heads.report.tables import TABLES, write_tables
+from heads.report.tables import TABLES
 
 REPLICATIONS = Path(__file__).resolve().parents[1] / "replications"
 SEEDS = (0, 1, 2)
@@ -77,18 +77,34 @@ def _train_run(root: Path, task: str, group: str, seed: int, *, metric: str, val
     if metric == "perplexity":
         evaluation["bits_per_token"] = final / math.log(2)
     _write(folder / "summary.json", {
-        "status": "ok", "task": task, "preset": "tiny", "seed": seed, "strategy": group.split("/")[1],
+        "status": "ok", "task": task, "preset": "tiny", "seed": seed, "strategy": _method(group),
         "metric": metric, "value": value, "eval": evaluation, "final_val_loss": final, "steps": 400,
         "tokens": 400 * 1024, "train_seconds": round(400 * sec_per_step, 4), "flops": 4e8, "heads": heads,
         "params": params, "head_layout": _layout(sites, heads // len(sites)), "flops_per_token": 1e4})
 
 
+def _method(group: str) -> str:
+    """The registered strategy a synthetic run group stands for (what heads train records as ``strategy``)."""
+    variant, arm = group.split("/")[:2]
+    if variant == "scratch":
+        return "scratch"
+    if variant == "l0":
+        return "l0"
+    if variant == "during":
+        return "dropout_regime" if arm.startswith("dropout") else arm
+    return "none"
+
+
 def _posthoc(root: Path, task: str, group: str, seed: int, metric: str, value: float, sites: list[str]) -> None:
     folder = root / task / group / f"seed{seed}"
-    _write(folder / "config.json", {"model_type": "llama", "head_layout": _layout(sites, HEADS // 2)})
+    layout = _layout(sites, HEADS // 2)
+    _write(folder / "config.json", {"model_type": "llama", "head_layout": layout})
     _write(folder / "pruning.json", {"strategy": "posthoc", "params": {"ratio": 0.5},
                                      "removed": {s: [2, 3] for s in sites}})
-    _write(folder / "eval.json", {metric: value, "loss": 3.1})
+    _write(folder / "summary.json", {"status": "ok", "task": task, "seed": seed, "strategy": "posthoc",
+                                     "metric": metric, "value": value, "eval": {metric: value, "loss": 3.1},
+                                     "final_val_loss": None, "heads": sum(len(v) for v in layout.values()),
+                                     "head_layout": layout})
 
 
 def _curve(metric: str, base: float, factors: list[float], higher: bool) -> dict:
@@ -157,8 +173,46 @@ def make_tree(root: Path) -> Path:
     unfinished = runs / "lm" / "scratch" / "uniform" / "0.75" / "seed0"
     _write(unfinished / "config.json", {"task": "lm"})
     _jsonl(unfinished / "metrics.jsonl", _metrics(3.1, 0.04)[:5])
-    _write(runs / "cls" / "analysis" / "speed.json", _speed_rows())
+    _write(runs / "cls" / "analysis" / "speed.json", {"rows": _speed_rows()})
+    stamp(runs)
     return runs
+
+
+def _knob(arm: str) -> float | None:
+    """The number this synthetic sheet declares an arm with (lam0.01 -> 0.01, dropout0.25 -> 0.25, step100 -> 100)."""
+    for prefix in ("l0lam", "lam", "dropout", "step"):
+        if arm.startswith(prefix):
+            return float(arm[len(prefix):])
+    return None
+
+
+def stamp(runs: Path) -> None:
+    """Record in every file of the synthetic tree what it is, as the workflow's run sheet does (``run``: label,
+    kind, task, seed, variant, arm, ratio, knob, from_run); the report reads only that, never the folder names."""
+    for path in sorted(runs.rglob("*.json")):
+        rel = path.relative_to(runs).with_suffix("").parts
+        try:
+            data = json.loads(path.read_text())
+        except ValueError:
+            continue  # a corrupt file stays as it is
+        if not isinstance(data, dict) or "run" in data:
+            continue
+        if rel[1] == "analysis":
+            kind, seed = rel[2], int(rel[-1][4:]) if rel[-1].startswith("seed") else 0
+            arm = rel[3] if len(rel) == 5 else "none"
+            ident = {"label": "/".join(rel), "kind": kind, "task": rel[0], "seed": seed, "variant": kind,
+                     "arm": arm, "ratio": 0.0, "knob": _knob(arm), "from_run": None}
+        elif path.name in ("summary.json", "config.json") and len(rel) == 6:
+            task, variant, arm, ratio, seed = rel[0], rel[1], rel[2], rel[3], int(rel[4][4:])
+            if "model_type" in data:
+                continue  # a pruned model's own config
+            source = f"{task}/l0/{arm[2:]}/0.0/seed{seed}" if arm.startswith("l0lam") else None
+            ident = {"label": "/".join(rel[:5]), "kind": "run", "task": task, "seed": seed, "variant": variant,
+                     "arm": arm, "ratio": float(ratio), "knob": _knob(arm), "from_run": source}
+        else:
+            continue
+        data["run"] = ident
+        _write(path, data)
 
 
 def _analyses(runs: Path, s: int) -> None:
@@ -262,20 +316,24 @@ def test_time_to_target_uses_the_baseline_median(tree_root):
 
 
 # -- rendering -----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", sorted(TABLES))
+NAMES = replications(REPLICATIONS)
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_report_renders_every_table_and_figure_identically_twice(tree_root, tmp_path, name, capsys):
     out = tmp_path / name
     assert _cli(["report", "--runs", str(tree_root), "--replication", name, "--out", str(out),
                  "--replications", str(REPLICATIONS)]) == 0
     printed = capsys.readouterr().out.split()
-    expected = [out / f"{t}{ext}" for t in TABLES[name] for ext in (".csv", ".md")]
-    expected += [out / f"{f}.png" for f in FIGURES[name]] + [out / "claims.md"]
+    kinds = artefacts(name, REPLICATIONS)
+    expected = [out / f"{t}{ext}" for t in kinds["tables"] for ext in (".csv", ".md")]
+    expected += [out / f"{f}.png" for f in kinds["figures"]] + [out / "claims.md"]
     assert sorted(printed) == sorted(str(p) for p in expected)
     for path in expected:
         assert path.is_file() and path.stat().st_size > 0, path
-    for fig in FIGURES[name]:
+    for fig in kinds["figures"]:
         assert (out / f"{fig}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    for table in TABLES[name]:
+    for table in kinds["tables"]:
         rows = list(csv.reader((out / f"{table}.csv").open()))
         assert len(rows) > 1, f"{name}/{table} is empty on a tree that has its data"
     first = _bytes(out, (".csv", ".md", ".png"))
@@ -305,7 +363,8 @@ def test_figures_only_and_an_empty_tree(tmp_path, capsys):
     out = tmp_path / "fig"
     assert _cli(["report", "--runs", str(tmp_path / "nothing"), "--replication", "training_time", "--out", str(out),
                  "--figures-only"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == sorted(f"{f}.png" for f in FIGURES["training_time"])
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        f"{f}.png" for f in artefacts("training_time", REPLICATIONS)["figures"])
     with pytest.raises(SystemExit, match="unknown replication"):
         _cli(["report", "--runs", str(tmp_path), "--replication", "nope", "--out", str(out)])
 
@@ -313,7 +372,8 @@ def test_figures_only_and_an_empty_tree(tmp_path, capsys):
 def test_tables_mark_significance_and_count_failures(tree_root, tmp_path):
     tree = RunTree(tree_root)
     out = tmp_path / "m"
-    write_tables("michel2019", tree, out)
+    for name in artefacts("michel2019", REPLICATIONS)["tables"]:
+        TABLES[name](tree).write(out, name)
     rows = list(csv.DictReader((out / "ablation.csv").open()))
     starred = [(r["task"], r["label"], r["head"]) for r in rows if r["significant"] == "*"]
     assert starred == [("cls", "enc0.self", "3"), ("mt", "enc0.self", "3")]
@@ -321,7 +381,8 @@ def test_tables_mark_significance_and_count_failures(tree_root, tmp_path):
     abo = {(r["task"], r["label"]): r for r in csv.DictReader((out / "all_but_one.csv").open())}
     assert float(abo[("mt", "dec1.cross")]["relative_delta"]) == pytest.approx(0.3)
     out = tmp_path / "t"
-    write_tables("training_time", tree, out)
+    for name in artefacts("training_time", REPLICATIONS)["tables"]:
+        TABLES[name](tree).write(out, name)
     runs = {r["strategy"] + r["ratio"]: r for r in csv.DictReader((out / "runs.csv").open())}
     assert (runs["curriculum0.400"]["n_ok"], runs["curriculum0.400"]["n_failed"]) == ("2", "1")
     assert float(runs["oneshot0.250"]["time_ratio"]) < 1
@@ -449,8 +510,9 @@ def test_malformed_analyses_do_not_crash_the_report(tmp_path, capsys):
     _train_run(runs, "lm", "baseline/none/0.0", 0, metric="perplexity", value=float("nan"), final=3.0,
                sec_per_step=0.05, heads=8, params=1)
     (runs / "lm" / "during" / "oneshot" / "0.25" / "seed0").mkdir(parents=True)  # an empty run folder
+    stamp(runs)
     out = tmp_path / "out"
-    for name in TABLES:
+    for name in NAMES:
         assert _cli(["report", "--runs", str(runs), "--replication", name, "--out", str(out / name),
                      "--replications", str(REPLICATIONS)]) == 0
     assert _cli(["claims", "--runs", str(runs), "--replications", str(REPLICATIONS), "--out", str(out)]) == 0

@@ -20,11 +20,22 @@ def snakemake(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
 @needs_snakemake
 @pytest.mark.parametrize("preset", ["smoke", "tiny", "paper"])
 def test_dry_run_resolves_every_preset(preset):
+    import re
+
+    import yaml
+
+    from heads.sheet import build
+
     run = snakemake("-n", "--forceall", "--config", f"preset={preset}")
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-3000:]
-    for rule in ("train", "posthoc_prune", "ablate", "curve", "figure", "table", "claims"):
-        assert f"\n{rule} " in out or f"rule {rule}:" in out, rule
+    counts = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.M)}
+    dag = yaml.safe_load((ROOT / "workflow/config/default.yaml").read_text())["dag"][preset]
+    sheet = build(ROOT / "replications", dag)
+    # one job per entry of the run sheet, and every replication's tables, figures and ledger page
+    assert counts["train"] == len(sheet.labels("train")) + len(sheet.labels("prune")), counts
+    assert counts["analyse"] == len(sheet.runs) - counts["train"], counts
+    assert counts["replication_claims"] == 4 and counts["claims"] == 1 and counts["prepare_data"] == 3, counts
 
 
 @needs_snakemake
@@ -72,16 +83,17 @@ def test_bad_config_fails_before_any_job(config, named):
     assert "Building DAG" not in out
 
 
-def test_report_artefacts_listed_by_the_workflow_match_the_library():
-    import ast
+def test_every_replication_is_one_folder_the_workflow_and_the_report_discover():
+    from heads.report.render import artefacts, replications
+    from heads.sheet import replications as with_runs
 
-    from heads.report.render import artefacts
-
-    source = (ROOT / "workflow/rules/common.smk").read_text()
-    start = source.index("ARTEFACTS = ")
-    listed = ast.literal_eval(source[start + len("ARTEFACTS = ") : source.index("\n}\n", start) + 2])
-    for replication, kinds in listed.items():
-        assert kinds == artefacts(replication), replication
+    names = replications(ROOT / "replications")
+    assert names == with_runs(ROOT / "replications") == ["michel2019", "overprovisioning", "training_time",
+                                                           "voita2019"]
+    for name in names:
+        assert (ROOT / "replications" / name / "claims.yaml").is_file(), name
+        kinds = artefacts(name, ROOT / "replications")  # every listed renderer exists
+        assert kinds["tables"] and kinds["figures"], name
 
 
 def test_cli_help_lists_commands():
@@ -106,6 +118,8 @@ def test_ruff_is_clean():
         ("{label: mine, task: lm, strategy: magic}", "unknown strategy 'magic'"),
         ("{label: mine, task: lm, strategy: oneshot, params: {scorer: magic}}", "scorer: 'magic' is not one of"),
         ("{label: mine, task: lm, strategy: oneshot, params: {ratio: lots}}", "ratio: expected float"),
+        # a ratio reaches the strategy as its ratio parameter: a strategy without one says so
+        ("{label: mine, task: lm, strategy: curriculum, ratio: 0.5}", "has no parameters ['ratio']"),
     ],
 )
 def test_a_bad_custom_strategy_fails_before_any_job(tmp_path, entry, named):
@@ -116,3 +130,12 @@ def test_a_bad_custom_strategy_fails_before_any_job(tmp_path, entry, named):
     assert run.returncode != 0
     assert "custom, entry 'mine'" in out and named in out, out[-2000:]
     assert "Building DAG" not in out
+
+
+@needs_snakemake
+def test_a_custom_label_may_not_replace_a_built_in_run(tmp_path):
+    extra = tmp_path / "custom.yaml"
+    extra.write_text("dag:\n  smoke:\n    custom:\n      - {label: oneshot, task: lm, strategy: oneshot, ratio: 0.5}\n")
+    run = snakemake("-n", "--config", "preset=smoke", "--configfile", str(extra))
+    out = run.stdout + run.stderr
+    assert run.returncode != 0 and "built-in run" in out and "choose another" in out, out[-2000:]

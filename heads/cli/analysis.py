@@ -8,7 +8,16 @@ import sys
 import time
 from pathlib import Path
 
-from heads.cli.common import add_run_options, fail, load_for_task, parse_params, resolve_source, scoring_batches
+from heads.cli.common import (
+    add_identity_option,
+    add_run_options,
+    fail,
+    load_for_task,
+    parse_params,
+    resolve_source,
+    scoring_batches,
+    with_identity,
+)
 
 
 def cmd_speed(args: argparse.Namespace) -> int:
@@ -76,7 +85,7 @@ def cmd_speed(args: argparse.Namespace) -> int:
             mean_len=sum(_width(b) for b in batches[r["batch"]]) / len(batches[r["batch"]]),
         )
     if args.out:
-        write_json(args.out, rows)
+        write_json(args.out, with_identity(args, {"rows": rows}) if args.identity is not None else rows)
     print(
         f"{'ratio':>6} {'batch':>5} {'heads':>5} {'params':>11} {'ex/s':>9} {'speedup':>8} {'min':>6} "
         f"{'cpu':>6} {'load':>5}"
@@ -122,7 +131,7 @@ def cmd_roles(args: argparse.Namespace) -> int:
         threshold=args.threshold,
     )
     if args.out:
-        write_json(args.out, result)
+        write_json(args.out, with_identity(args, result))
     print(f"{'site':<12} {'head':>4} {'conf':>6} {'pos':>6} kept")
     for r in table:
         pos = f"{r.positional:.3f}" if r.positional is not None else "-"
@@ -166,6 +175,7 @@ def register(sub) -> None:
         help="attention implementation timed (default gated: the project's sdpa path, no gates set)",
     )
     p.add_argument("--out", type=Path, help="write the rows as JSON here")
+    add_identity_option(p)
     p.set_defaults(func=cmd_speed)
 
     p = sub.add_parser("roles", help="Voita's head roles (confidence, positional) of every head")
@@ -176,4 +186,5 @@ def register(sub) -> None:
     p.add_argument("--batches", type=int, default=4, help="number of batches (default 4)")
     p.add_argument("--threshold", type=float, default=0.9, help="positional when this share is reached (default 0.9)")
     p.add_argument("--out", type=Path, help="write the result JSON here")
+    add_identity_option(p)
     p.set_defaults(func=cmd_roles)

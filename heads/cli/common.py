@@ -102,3 +102,24 @@ def parse_params(items: list[str]) -> dict:
         return parse_overrides(items or [])
     except ConfigError as exc:
         raise fail(str(exc)) from None
+
+
+def add_identity_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run", dest="identity", type=_identity, default=None, metavar="JSON",
+                   help="what this output is on the run sheet (label, variant, arm, ...): recorded under 'run'")
+
+
+def _identity(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--run takes a JSON object ({exc})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"--run takes a JSON object, got {text!r}")
+    return value
+
+
+def with_identity(args: argparse.Namespace, result: dict) -> dict:
+    """``result`` with the run-sheet identity (``--run``) under ``run``, when one was given."""
+    identity = getattr(args, "identity", None)
+    return result if identity is None else {"run": identity, **result}

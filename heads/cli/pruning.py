@@ -7,7 +7,16 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from heads.cli.common import add_run_options, fail, load_for_task, parse_params, resolve_source, scoring_batches
+from heads.cli.common import (
+    add_identity_option,
+    add_run_options,
+    fail,
+    load_for_task,
+    parse_params,
+    resolve_source,
+    scoring_batches,
+    with_identity,
+)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -117,9 +126,36 @@ def cmd_prune(args: argparse.Namespace) -> int:
         if args.evaluate:
             result = loaded.task.evaluate(model, loaded.cfg, loaded.tokenizer, loaded.cfg.eval.split)
             write_json(Path(args.out) / "eval.json", result)
+            write_json(Path(args.out) / "summary.json", _pruned_summary(args, loaded, model, result))
             print(json.dumps(result, indent=2))
     print(markdown(site_table(model, args.seq_len)), end="")
     return 0
+
+
+def _pruned_summary(args: argparse.Namespace, loaded, model, result: dict) -> dict:
+    """A pruned model's record in the shape of a training run's ``summary.json`` (no training fields)."""
+    from heads.flops import count_params, flops_per_token
+    from heads.surgery import head_layout
+
+    layout = head_layout(model)
+    cfg = loaded.cfg
+    return with_identity(args, {
+        "status": "ok",
+        "task": cfg.task,
+        "preset": cfg.preset,
+        "seed": cfg.train.seed,
+        "strategy": args.strategy,
+        "strategy_params": parse_params(args.param),
+        "metric": loaded.task.metric,
+        "value": result[loaded.task.metric],
+        "eval": result,
+        "final_val_loss": None,
+        "heads": sum(len(v) for v in layout.values()),
+        "params": count_params(model.config, layout, architecture=type(model).__name__),
+        "head_layout": layout,
+        "flops_per_token": flops_per_token(model.config, layout, cfg.data.seq_len,
+                                           architecture=type(model).__name__).total,
+    })
 
 
 def cmd_ablate(args: argparse.Namespace) -> int:
@@ -132,14 +168,14 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     batches = scoring_batches(loaded, args.split, args.batches)
     params = AblationParams(test=args.test, chunk=args.chunk)
     table = ablation_table(loaded.model, batches, params)
-    result = {
+    result = with_identity(args, {
         "baseline_loss": table.baseline_loss,
         "baseline_accuracy": table.baseline_accuracy,
         "examples": table.examples,
         "test": args.test,
         "heads": [asdict(r) for r in table.rows],
         "all_but_one": {site: asdict(r) for site, r in all_but_one(loaded.model, batches, chunk=args.chunk).items()},
-    }
+    })
     write_json(args.out, result)
     significant = sum(r.significant for r in table.rows)
     print(f"{len(table.rows)} heads ablated one at a time; {significant} change the loss significantly -> {args.out}")
@@ -165,7 +201,8 @@ def cmd_curve(args: argparse.Namespace) -> int:
     points = strategy.curve(loaded.model, batches, evaluate)
     write_json(
         args.out,
-        {"strategy": "iterative", "params": parse_params(args.param), "metric": loaded.task.metric, "points": points},
+        with_identity(args, {"strategy": "iterative", "params": parse_params(args.param),
+                             "metric": loaded.task.metric, "points": points}),
     )
     for p in points:
         print(f"{p['ratio']:.3f} pruned: {loaded.task.metric} {p[loaded.task.metric]:.4f}")
@@ -201,6 +238,7 @@ def register(sub) -> None:
     p.add_argument("--evaluate", action="store_true", help="evaluate the pruned model (writes OUT/eval.json)")
     p.add_argument("--out", required=True, type=Path, help="folder to save the pruned checkpoint to")
     p.add_argument("--seq-len", type=int, default=128)
+    add_identity_option(p)
     p.set_defaults(func=cmd_prune)
 
     p = sub.add_parser("ablate", help="Michel's single-head ablation table and all-but-one per site")
@@ -208,6 +246,7 @@ def register(sub) -> None:
     p.add_argument("--test", default="loss", choices=["loss", "accuracy"], help="paired test per head")
     p.add_argument("--chunk", type=int, default=8, help="ablations per batched forward pass")
     p.add_argument("--out", type=Path, required=True)
+    add_identity_option(p)
     p.set_defaults(func=cmd_ablate)
 
     p = sub.add_parser("curve", help="iterative pruning curve: metric at every level")
@@ -218,4 +257,5 @@ def register(sub) -> None:
         "--param", nargs="*", default=[], metavar="KEY=VALUE", help="e.g. scorer=importance step=0.1 max_ratio=0.8"
     )
     p.add_argument("--out", type=Path, required=True)
+    add_identity_option(p)
     p.set_defaults(func=cmd_curve)

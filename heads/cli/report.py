@@ -44,10 +44,12 @@ def _warn(tree) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from heads.report import REPLICATIONS, ClaimSpecError, render_replication
+    from heads.report import ClaimSpecError, render_replication, replications
 
-    if args.replication not in REPLICATIONS:
-        raise fail(f"report: unknown replication {args.replication!r}; known: {', '.join(REPLICATIONS)}")
+    known = replications(args.replications)
+    if args.replication not in known:
+        raise fail(f"report: unknown replication {args.replication!r}; known: {', '.join(known)} "
+                   f"(folders of {args.replications} with a report.yaml)")
     tree = _tree(args.runs, _tasks(args.tasks))
     try:
         written = render_replication(
@@ -87,13 +89,13 @@ def cmd_claims(args: argparse.Namespace) -> int:
 def register(sub) -> None:
     p = sub.add_parser("report", help="render one replication's tables (CSV + Markdown) and figures (PNG)")
     p.add_argument("--runs", type=Path, required=True, help="the run tree, OUT/runs")
-    p.add_argument("--replication", required=True, help="michel2019 | voita2019 | overprovisioning | training_time")
+    p.add_argument("--replication", required=True, help="a folder of --replications with a report.yaml")
     p.add_argument("--out", type=Path, required=True, help="folder to write to, e.g. OUT/michel2019")
     p.add_argument(
         "--replications",
         type=Path,
         default=Path("replications"),
-        help="folder of replication specs; the replication's claims go to OUT/claims.md",
+        help="folder of replications (report.yaml, claims.yaml, runs.py); the claims go to OUT/claims.md",
     )
     p.add_argument(
         "--tasks",

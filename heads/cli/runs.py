@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from heads.cli.common import add_run_options, fail, load_for_task, run_config
+from heads.cli.common import add_identity_option, add_run_options, fail, load_for_task, run_config
 
 
 def cmd_data_prepare(args: argparse.Namespace) -> int:
@@ -37,6 +37,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from heads.train.loop import NonFiniteLoss
 
     cfg = run_config(args)
+    if args.identity is not None:
+        cfg.run = args.identity
     try:
         summary = train_run(cfg, args.out)
     except RunConflict as exc:
@@ -76,6 +78,7 @@ def register(sub) -> None:
     p = sub.add_parser("train", help="train one run (resumes from its checkpoint; a finished run is not redone)")
     add_run_options(p)
     p.add_argument("--out", type=Path, required=True, help="run folder: config, metrics, checkpoint, model, summary")
+    add_identity_option(p)
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("evaluate", help="evaluate a saved model on a split with the task metric")

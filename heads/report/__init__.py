@@ -7,11 +7,10 @@ replication; ``render`` ties one replication together. Nothing here imports torc
 
 from heads.report.claims import evaluate, evaluate_all, write_ledger
 from heads.report.collect import RunTree
-from heads.report.render import REPLICATIONS, render_replication
+from heads.report.render import artefacts, render_replication, replications
 from heads.report.spec import Claim, ClaimSpecError, load_all, load_claims
 
 __all__ = [
-    "REPLICATIONS",
     "Claim",
     "ClaimSpecError",
     "RunTree",
@@ -19,6 +18,8 @@ __all__ = [
     "evaluate_all",
     "load_all",
     "load_claims",
+    "artefacts",
     "render_replication",
+    "replications",
     "write_ledger",
 ]

@@ -1,22 +1,25 @@
-"""Read the run tree ``OUT/runs`` (docs/RUN_LAYOUT.md) into tidy records, one per run folder.
+"""Read the run tree ``OUT/runs`` (docs/RUN_LAYOUT.md) into tidy records, one per run.
 
-Every run folder found is kept: a run whose ``summary.json`` says ``diverged``
-or that has no summary yet (``incomplete``) is a record with ``failed=True``,
-never silently dropped. Analyses (``OUT/runs/{task}/analysis/``) are read on
-demand; unreadable files are recorded in :attr:`RunTree.problems`.
+What a run is comes from the identity it recorded (``run`` in its ``summary.json``
+or ``config.json``, written from the workflow's run sheet), never from its
+folder's name. Every run found is kept: one whose ``summary.json`` says
+``diverged`` or that has no summary yet (``incomplete``) is a record with
+``failed=True``, never silently dropped. Analyses are JSON files with the same
+``run`` identity (kind ``ablation``, ``curve``, ``curve_at``, ``speed``,
+``roles``); unreadable files are recorded in :attr:`RunTree.problems`.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from heads.report.targets import DEFAULT_TOL, target_loss, to_target
+from heads.sheet import fmt_ratio
 
 TASK_METRIC = {"lm": "perplexity", "mt": "bleu", "cls": "accuracy"}
 HIGHER_IS_BETTER = {"bleu", "chrf", "accuracy", "value_retained", "retained"}
@@ -36,20 +39,6 @@ def higher_is_better(field_name: str, metric: str | None = None) -> bool:
     """Whether larger is better for a field (``value`` follows the task metric)."""
     name = metric if field_name == "value" and metric else field_name.rsplit(".", 1)[-1]
     return name in HIGHER_IS_BETTER
-
-
-def parse_ratio(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
-def trailing_number(name: str) -> float | None:
-    """The number a strategy folder ends with (``lam0.05`` -> 0.05, ``dropout0.25`` -> 0.25)."""
-    m = re.search(r"(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)$", name)
-    return float(m.group(1)) if m else None
 
 
 def read_json(path: Path) -> tuple[Any, str | None]:
@@ -95,11 +84,13 @@ class Run:
 
     task: str
     variant: str
-    strategy: str
+    strategy: str  # the arm's name on the run sheet (oneshot, dropout0.25, lam0.01, importance)
     ratio: float
     ratio_dir: str
     seed: int
     path: Path  # the run folder
+    knob: float | None = None  # the number that orders arms (a penalty, a dropout rate), from the sheet
+    method: str | None = None  # the registered strategy that ran (dropout_regime, l0, scratch, posthoc, ...)
     status: str = "incomplete"
     message: str | None = None
     summary: dict = field(default_factory=dict)
@@ -134,8 +125,7 @@ def _early_window(run: Run) -> int:
     return max(1, round(0.1 * total))
 
 
-def _load(run: Run) -> None:
-    summary, reason = read_json(run.path / "summary.json")
+def _load(run: Run, summary: Any, reason: str | None) -> None:
     run.metrics = read_jsonl_tolerant(run.path / "metrics.jsonl")
     run.events = read_jsonl_tolerant(run.path / "events.jsonl")
     if isinstance(summary, dict):
@@ -144,21 +134,20 @@ def _load(run: Run) -> None:
         run.message = summary.get("message")
         run.eval = summary.get("eval") if isinstance(summary.get("eval"), dict) else {}
         return
-    evaluation, eval_reason = read_json(run.path / "eval.json")
-    if isinstance(evaluation, dict):  # a post-hoc pruned model folder
-        run.status, run.eval = "ok", evaluation
-        config, _ = read_json(run.path / "config.json")
-        layout = config.get("head_layout") if isinstance(config, dict) else None
-        if isinstance(layout, dict):
-            run.summary = {"heads": sum(len(v) for v in layout.values()), "head_layout": layout}
-        return
     run.status = "incomplete"
-    if reason and "unreadable" in reason:
-        run.message = reason
-    elif run.variant == "posthoc" and (run.path / "config.json").exists() and not run.metrics:
-        run.message = f"pruned model without evaluation ({eval_reason})"
-    else:
-        run.message = "no summary.json (unfinished or killed)"
+    run.message = reason if reason and "unreadable" in reason else "no summary.json (unfinished or killed)"
+
+
+def _identity(data: Any) -> dict | None:
+    """The run-sheet identity a file recorded (``run`` with at least label, kind, task and seed), else None."""
+    ident = data.get("run") if isinstance(data, dict) else None
+    if not isinstance(ident, dict) or not all(k in ident for k in ("label", "kind", "task", "seed")):
+        return None
+    return ident
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _record(run: Run, metric: str | None, root: Path) -> dict:
@@ -217,21 +206,48 @@ class RunTree:
 
     # -- runs ----------------------------------------------------------------------------------------
     def _scan(self) -> list[Run]:
-        runs = []
+        """Every run that recorded its identity: from ``summary.json``, or from ``config.json`` while it has no
+        summary yet (unfinished or killed); analyses are indexed by theirs."""
+        runs: list[Run] = []
+        self._analyses: dict[tuple[str, str], dict[str, dict]] = {}  # (task, kind) -> arm -> {seed|knob: data}
+        self._knobs: dict[tuple[str, str, str], float | None] = {}
         if not self.root.is_dir():
             self.problems.append(f"{self.root}: no such run folder")
             return runs
-        for seed_dir in sorted(self.root.glob("*/*/*/*/seed*")):
-            task, variant, strategy, ratio_dir = seed_dir.relative_to(self.root).parts[:4]
-            if variant == "analysis" or not seed_dir.is_dir() or (self.only is not None and task not in self.only):
+        seen: set[Path] = set()
+        for path in sorted(self.root.rglob("*.json")):
+            if path.parent in seen or path.name not in ("summary.json", "config.json") and "analysis" not in \
+                    path.relative_to(self.root).parts:
                 continue
-            m = re.fullmatch(r"seed(\d+)", seed_dir.name)
-            ratio = parse_ratio(ratio_dir)
-            if m is None or ratio is None:
-                self.problems.append(f"{seed_dir.relative_to(self.root)}: not a run folder name; skipped")
+            data, reason = read_json(path)
+            if reason and "unreadable" in reason and path.name != "config.json":
+                self.problems.append(f"{path.relative_to(self.root)}: {reason}")
+            ident = _identity(data)
+            if path.name == "summary.json" and ident is None and isinstance(data, dict):
+                ident = _identity(read_json(path.parent / "config.json")[0])
+            if ident is None:
+                if path.name == "summary.json":
+                    self.problems.append(f"{path.relative_to(self.root)}: records no run identity; skipped")
                 continue
-            run = Run(task, variant, strategy, ratio, ratio_dir, int(m.group(1)), seed_dir)
-            _load(run)
+            task = str(ident["task"])
+            if self.only is not None and task not in self.only:
+                continue
+            if ident["kind"] != "run":
+                self._index(ident, data, path)
+                continue
+            folder = path.parent
+            if path.name == "config.json" and (folder / "summary.json").exists():
+                continue  # the summary (read in its turn) speaks for the run
+            seen.add(folder)
+            summary, why = (data, None) if path.name == "summary.json" else read_json(folder / "summary.json")
+            ratio = float(ident.get("ratio") or 0.0)
+            config = data if path.name == "config.json" else read_json(folder / "config.json")[0]
+            method = (summary or {}).get("strategy") if isinstance(summary, dict) else None
+            if method is None and isinstance(config, dict) and isinstance(config.get("strategy"), dict):
+                method = config["strategy"].get("name")
+            run = Run(task, str(ident.get("variant")), str(ident.get("arm")), ratio, fmt_ratio(ratio),
+                      int(ident["seed"]), folder, _number(ident.get("knob")), method)
+            _load(run, summary, why)
             runs.append(run)
         metric = {t: self.metric(t, runs) for t in {r.task for r in runs}}
         for run in runs:
@@ -240,6 +256,19 @@ class RunTree:
             self._targets(task, [r for r in runs if r.task == task])
         runs.sort(key=lambda r: (r.task, r.variant, r.strategy, r.ratio, r.seed))
         return runs
+
+    def _index(self, ident: dict, data: Any, path: Path) -> None:
+        """An analysis: under (task, kind), its arm, then its seed (one file per arm for ``speed``)."""
+        task, kind, arm = str(ident["task"]), str(ident["kind"]), str(ident.get("arm", "none"))
+        self._analyses.setdefault((task, kind), {}).setdefault(arm, {})[int(ident["seed"])] = data
+        self._knobs[(task, kind, arm)] = _number(ident.get("knob"))
+
+    def _arms(self, task: str, kind: str) -> dict[str, dict]:
+        return self._analyses.get((task, kind), {})
+
+    def knob(self, task: str, kind: str, arm: str) -> float | None:
+        """The number an analysis arm was declared with (a penalty, a snapshot step)."""
+        return self._knobs.get((task, kind, arm))
 
     @staticmethod
     def metric(task: str, runs: list[Run]) -> str | None:
@@ -276,9 +305,7 @@ class RunTree:
 
     @property
     def tasks(self) -> list[str]:
-        found = {r.task for r in self.runs}
-        if self.root.is_dir():
-            found |= {p.parent.name for p in self.root.glob("*/analysis") if p.is_dir()}
+        found = {r.task for r in self.runs} | {task for task, _ in self._analyses}
         return sorted(found if self.only is None else found & self.only)
 
     def frame(self):
@@ -290,78 +317,51 @@ class RunTree:
         return pd.DataFrame([[r.record.get(c) for c in columns] for r in self.runs], columns=columns)
 
     # -- analyses ------------------------------------------------------------------------------------
-    def _json(self, path: Path) -> Any:
-        data, reason = read_json(path)
-        if reason and "unreadable" in reason:
-            self.problems.append(f"{path.relative_to(self.root)}: {reason}")
-        return data
-
-    def _per_seed(self, folder: Path) -> dict[int, Any]:
-        out = {}
-        for path in sorted(folder.glob("seed*.json")):
-            m = re.fullmatch(r"seed(\d+)\.json", path.name)
-            data = self._json(path) if m else None
-            if data is not None:
-                out[int(m.group(1))] = data
-        return out
-
-    def analysis_dir(self, task: str) -> Path:
-        return self.root / task / "analysis"
-
-    def _cached(self, key: tuple, build):
-        if key not in self._cache:
-            self._cache[key] = build()
-        return self._cache[key]
+    def _per_seed(self, task: str, kind: str, arm: str, valid) -> dict[int, Any]:
+        return {seed: d for seed, d in sorted(self._arms(task, kind).get(arm, {}).items()) if valid(d)}
 
     def ablation(self, task: str) -> dict[int, dict]:
-        """``{seed: ablation JSON}`` of ``analysis/ablation/seed{s}.json``."""
-        return self._cached(("ablation", task), lambda: {
-            s: d for s, d in self._per_seed(self.analysis_dir(task) / "ablation").items() if isinstance(d, dict)})
+        """``{seed: ablation JSON}``."""
+        return self._per_seed(task, "ablation", "none", lambda d: isinstance(d, dict))
 
     def curve_scorers(self, task: str) -> list[str]:
-        folder = self.analysis_dir(task) / "curve"
-        return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+        return sorted(self._arms(task, "curve"))
 
     def curves(self, task: str, scorer: str) -> dict[int, dict]:
-        """``{seed: curve JSON}`` of ``analysis/curve/{scorer}/seed{s}.json``."""
-        return self._cached(("curve", task, scorer), lambda: {
-            s: d for s, d in self._per_seed(self.analysis_dir(task) / "curve" / scorer).items()
-            if isinstance(d, dict) and isinstance(d.get("points"), list)})
+        """``{seed: curve JSON}`` of the iterative pruning curves by ``scorer``."""
+        return self._per_seed(task, "curve", scorer, _is_curve)
 
     def curve_steps(self, task: str) -> list[int]:
-        folder = self.analysis_dir(task) / "curve_at"
-        if not folder.is_dir():
-            return []
-        return sorted(int(m.group(1)) for p in folder.iterdir() if (m := re.fullmatch(r"step(\d+)", p.name)))
+        """Training steps of the snapshots that have curves (the arms' knobs)."""
+        return sorted(int(k) for arm in self._arms(task, "curve_at")
+                      if (k := self.knob(task, "curve_at", arm)) is not None)
 
     def curves_at(self, task: str, step: int) -> dict[int, dict]:
-        """``{seed: curve JSON}`` of ``analysis/curve_at/step{N}/seed{s}.json``."""
-        return self._cached(("curve_at", task, step), lambda: {
-            s: d for s, d in self._per_seed(self.analysis_dir(task) / "curve_at" / f"step{step}").items()
-            if isinstance(d, dict) and isinstance(d.get("points"), list)})
+        """``{seed: curve JSON}`` from the step-``step`` snapshot of the baseline (importance)."""
+        arms = [a for a in self._arms(task, "curve_at") if self.knob(task, "curve_at", a) == step]
+        return self._per_seed(task, "curve_at", arms[0], _is_curve) if arms else {}
 
     def speed(self, task: str) -> list[dict]:
-        """Rows of ``analysis/speed.json`` (``[]`` when absent)."""
-        def build() -> list[dict]:
-            data = self._json(self.analysis_dir(task) / "speed.json")
-            rows = data.get("rows", data.get("results")) if isinstance(data, dict) else data
-            return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
-        return self._cached(("speed", task), build)
+        """Rows of the speed analysis (``[]`` when absent)."""
+        found = [d for arm in self._arms(task, "speed").values() for d in arm.values()]
+        rows = found[0].get("rows") if found and isinstance(found[0], dict) else None
+        return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
 
     def role_lams(self, task: str) -> list[str]:
-        folder = self.analysis_dir(task) / "roles"
-        return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+        return sorted(self._arms(task, "roles"))
 
     def roles(self, task: str, lam: str) -> dict[int, list[dict]]:
-        """``{seed: [head rows]}`` of ``analysis/roles/{lam}/seed{s}.json`` (a list, or ``{"heads": [...]}``)."""
-        def build() -> dict[int, list[dict]]:
-            out = {}
-            for seed, data in self._per_seed(self.analysis_dir(task) / "roles" / lam).items():
-                rows = data.get("heads") if isinstance(data, dict) else data
-                if isinstance(rows, list):
-                    out[seed] = [r for r in rows if isinstance(r, dict)]
-            return out
-        return self._cached(("roles", task, lam), build)
+        """``{seed: [head rows]}`` of the head-role analyses of arm ``lam``."""
+        out = {}
+        for seed, data in self._per_seed(task, "roles", lam, lambda d: True).items():
+            rows = data.get("heads") if isinstance(data, dict) else data
+            if isinstance(rows, list):
+                out[seed] = [r for r in rows if isinstance(r, dict)]
+        return out
+
+
+def _is_curve(data: Any) -> bool:
+    return isinstance(data, dict) and isinstance(data.get("points"), list)
 
 
 def _matches(run: Run, want: Mapping[str, Any]) -> bool:

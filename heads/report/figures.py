@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from heads.io import write_bytes
-from heads.report.collect import RunTree, trailing_number
+from heads.report.collect import RunTree
 from heads.report.fmt import records
 from heads.report.tables import (
     ablation_table,
@@ -159,7 +159,7 @@ def l0_figure(tree: RunTree, path: Path) -> Path:
     tasks = _by(rows, "task")
     plt, fig, axes = _panels(list(tasks), "L0 gates: heads kept vs metric (95 % CI)")
     for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
-        trows.sort(key=lambda r: trailing_number(r["lam"]) or 0.0)
+        # rows come ordered by penalty (l0_table sorts by the run sheet's knob)
         x = [r["heads"] for r in trows]
         ax.errorbar(x, [r["mean"] for r in trows], yerr=_err(trows), marker="o", capsize=3, label="L0-pruned")
         for r in trows:
@@ -286,16 +286,11 @@ def redundancy_figure(tree: RunTree, path: Path) -> Path:
     return _save(plt, fig, path)
 
 
-FIGURES: dict[str, dict[str, Callable[[RunTree, Path], Path]]] = {
-    "michel2019": {"curves": curves_figure, "ablation": ablation_figure, "curve_at": curve_at_figure,
-                   "speed": speed_figure},
-    "voita2019": {"l0": l0_figure, "roles": roles_figure},
-    "overprovisioning": {"pruned_vs_scratch": pruned_vs_scratch_figure},
-    "training_time": {"quality_vs_time": quality_vs_time_figure, "time_to_target": time_to_target_figure,
-                      "redundancy": redundancy_figure},
+# Every figure by name; a replication lists the ones it renders in replications/<name>/report.yaml.
+FIGURES: dict[str, Callable[[RunTree, Path], Path]] = {
+    "curves": curves_figure, "ablation": ablation_figure, "curve_at": curve_at_figure, "speed": speed_figure,
+    "l0": l0_figure, "roles": roles_figure,
+    "pruned_vs_scratch": pruned_vs_scratch_figure,
+    "quality_vs_time": quality_vs_time_figure, "time_to_target": time_to_target_figure,
+    "redundancy": redundancy_figure,
 }
-
-
-def write_figures(name: str, tree: RunTree, out: str | Path) -> list[Path]:
-    """Every figure of replication ``name`` as ``out/<figure>.png``."""
-    return [draw(tree, Path(out) / f"{stem}.png") for stem, draw in FIGURES[name].items()]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from heads.report.collect import Run, RunTree, higher_is_better, reach_fields, trailing_number
+from heads.report.collect import Run, RunTree, higher_is_better, reach_fields
 from heads.report.sites import site_kind
 
 SOURCES = ("run", "ablation", "all_but_one", "curve", "curve_at", "speed", "roles")
@@ -91,8 +91,10 @@ def _is_glob(value: Any) -> bool:
     return isinstance(value, str) and any(c in value for c in "*?[")
 
 
-def _pick(groups: list[tuple], keys: Sequence[str], pick: Mapping[str, str]) -> list[tuple]:
-    """Narrow the matching groups by ``pick`` ({key: min|max}) on the key's number."""
+def _pick(groups: list[tuple], keys: Sequence[str], pick: Mapping[str, str],
+          knob: Callable[[tuple], float | None]) -> list[tuple]:
+    """Narrow the matching groups by ``pick`` ({key: min|max}): a number key by its value, a named arm by the
+    number the run sheet declared it with (its ``knob``: a penalty, a dropout rate)."""
     for key, how in pick.items():
         if key not in keys or len(groups) < 2:
             continue
@@ -100,7 +102,7 @@ def _pick(groups: list[tuple], keys: Sequence[str], pick: Mapping[str, str]) -> 
 
         def number(g: tuple, i: int = i) -> float:
             value = g[i]
-            n = value if isinstance(value, (int, float)) else trailing_number(str(value))
+            n = value if isinstance(value, (int, float)) else knob(g)
             return math.nan if n is None else float(n)
 
         numbered = [g for g in groups if not math.isnan(number(g))]
@@ -122,7 +124,8 @@ def _run(tree: RunTree, sel: Mapping[str, Any]) -> Series:
         series.missing.append(f"no runs under {task}/{variant}/{strategy}/{'*' if ratio is None else ratio}")
         return series
     groups = sorted({(r.variant, r.strategy, r.ratio) for r in runs})
-    groups = _pick(groups, ["variant", "strategy", "ratio"], sel.get("pick") or {})
+    knobs = {(r.variant, r.strategy, r.ratio): r.knob for r in runs}
+    groups = _pick(groups, ["variant", "strategy", "ratio"], sel.get("pick") or {}, knobs.get)
     if len(groups) > 1:
         names = ", ".join(next(r.group for r in runs if (r.variant, r.strategy, r.ratio) == g) for g in groups)
         series.missing.append(f"{task}: {len(groups)} run groups match ({names}); name one or add pick")
@@ -400,7 +403,8 @@ def _roles(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     task, how, fld = sel["task"], sel["measure"], str(sel.get("field", "confidence"))
     lam = str(sel.get("lam", "*"))
     lams = [name for name in tree.role_lams(task) if fnmatch.fnmatchcase(name, lam)]
-    lams = [g[0] for g in _pick([(n,) for n in lams], ["lam"], sel.get("pick") or {})]
+    lams = [g[0] for g in _pick([(n,) for n in lams], ["lam"], sel.get("pick") or {},
+                                lambda g: tree.knob(task, "roles", g[0]))]
     label = f"{task} roles {lam} {fld} {how}"
     if not lams:
         return Series(label, missing=[f"{task}: no analysis/roles/{lam}/"])

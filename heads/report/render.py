@@ -1,59 +1,81 @@
-"""Render one replication's folder: its tables, figures and the ledger rows of its claims."""
+"""Render one replication's folder: its tables, figures and the ledger rows of its claims.
+
+What a replication renders is declared in its folder, ``replications/<name>/report.yaml``
+(``tables:`` and ``figures:``, names of the renderers in :data:`TABLES` and :data:`FIGURES`).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 from heads.io import write_text
 from heads.report.claims import evaluate_all, ledger_markdown
 from heads.report.collect import RunTree
-from heads.report.figures import FIGURES, write_figures
+from heads.report.figures import FIGURES
 from heads.report.spec import load_all
-from heads.report.tables import TABLES, write_tables
+from heads.report.tables import TABLES
 
-REPLICATIONS = tuple(TABLES)
+DEFAULT_REPLICATIONS = Path("replications")
+
+
+def replications(root: str | Path = DEFAULT_REPLICATIONS) -> list[str]:
+    """The replications under ``root``: folders with a ``report.yaml``."""
+    return sorted(p.parent.name for p in Path(root).glob("*/report.yaml"))
+
+
+def artefacts(name: str, root: str | Path = DEFAULT_REPLICATIONS) -> dict[str, list[str]]:
+    """The stems a replication renders: ``{"tables": [...], "figures": [...]}``, checked against the renderers."""
+    path = Path(root) / name / "report.yaml"
+    if not path.is_file():
+        raise KeyError(f"unknown replication {name!r}; known: {replications(root)} (no {path})")
+    doc = yaml.safe_load(path.read_text()) or {}
+    out = {"tables": list(doc.get("tables") or []), "figures": list(doc.get("figures") or [])}
+    for kind, known in (("tables", TABLES), ("figures", FIGURES)):
+        unknown = [n for n in out[kind] if n not in known]
+        if unknown:
+            raise KeyError(f"{path}: {kind} {unknown} have no renderer; known: {sorted(known)}")
+    return out
 
 
 def render_replication(
     name: str,
     tree: RunTree,
     out: str | Path,
-    replications: str | Path | None = None,
+    replications: str | Path = DEFAULT_REPLICATIONS,
     figures_only: bool = False,
     only: str | None = None,
 ) -> list[Path]:
-    """Write ``out/<table>.{csv,md}``, ``out/<figure>.png`` and (with ``replications``) ``out/claims.md``.
+    """Write ``out/<table>.{csv,md}``, ``out/<figure>.png`` and ``out/claims.md``.
 
     ``only``: just that one artefact (a table stem, ``<figure>.png``, or ``claims``), so the workflow can
     regenerate exactly what is missing.
     """
-    if name not in TABLES or name not in FIGURES:
-        raise KeyError(f"unknown replication {name!r}; known: {list(REPLICATIONS)}")
+    kinds = artefacts(name, replications)
     out = Path(out)
     if only is not None:
-        return _render_one(name, tree, out, replications, only)
-    written = [] if figures_only else write_tables(name, tree, out)
-    written += write_figures(name, tree, out)
-    if not figures_only and replications is not None and (Path(replications) / name / "claims.yaml").exists():
-        results = evaluate_all(load_all(replications, [name]), tree)
-        written.append(write_text(out / "claims.md", ledger_markdown(results, title=f"Claims: {name}")))
+        return _render_one(name, kinds, tree, out, replications, only)
+    written = [] if figures_only else [p for t in kinds["tables"] for p in TABLES[t](tree).write(out, t)]
+    written += [FIGURES[f](tree, out / f"{f}.png") for f in kinds["figures"]]
+    if not figures_only and (Path(replications) / name / "claims.yaml").exists():
+        written.append(_claims_page(name, tree, out, replications))
     return written
 
 
-def artefacts(name: str) -> dict[str, list[str]]:
-    """The stems a replication renders: ``{"tables": [...], "figures": [...]}``."""
-    return {"tables": list(TABLES[name]), "figures": list(FIGURES[name])}
+def _claims_page(name: str, tree: RunTree, out: Path, replications: str | Path) -> Path:
+    results = evaluate_all(load_all(replications, [name]), tree)
+    return write_text(out / "claims.md", ledger_markdown(results, title=f"Claims: {name}"))
 
 
-def _render_one(name: str, tree: RunTree, out: Path, replications, only: str) -> list[Path]:
+def _render_one(name: str, kinds: dict, tree: RunTree, out: Path, replications, only: str) -> list[Path]:
     """``only``: ``stem.png`` a figure, ``stem`` (or ``stem.csv``/``stem.md``) a table, ``claims`` the ledger page."""
     stem, _, ext = only.partition(".")
-    if ext == "png" and stem in FIGURES[name]:
-        return [FIGURES[name][stem](tree, out / f"{stem}.png")]
-    if ext in ("", "csv", "md") and stem in TABLES[name]:
-        return TABLES[name][stem](tree).write(out, stem)
-    if only == "claims" and replications is not None:
-        results = evaluate_all(load_all(replications, [name]), tree)
-        return [write_text(out / "claims.md", ledger_markdown(results, title=f"Claims: {name}"))]
-    known = [*TABLES[name], *(f"{f}.png" for f in FIGURES[name]), "claims"]
+    if ext == "png" and stem in kinds["figures"]:
+        return [FIGURES[stem](tree, out / f"{stem}.png")]
+    if ext in ("", "csv", "md") and stem in kinds["tables"]:
+        return TABLES[stem](tree).write(out, stem)
+    if only == "claims":
+        return [_claims_page(name, tree, out, replications)]
+    known = [*kinds["tables"], *(f"{f}.png" for f in kinds["figures"]), "claims"]
     raise KeyError(f"replication {name!r} renders no {only!r}; it renders: {known}")

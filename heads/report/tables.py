@@ -5,9 +5,8 @@ from __future__ import annotations
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
-from heads.report.collect import Run, RunTree, trailing_number
+from heads.report.collect import Run, RunTree
 from heads.report.fmt import Table
 from heads.report.measures import curve_series, speed_samples
 from heads.report.sites import site_kind, site_label, site_order
@@ -174,19 +173,27 @@ def speed_table(tree: RunTree) -> Table:
 
 
 # -- voita2019 -----------------------------------------------------------------------------------------
+def _started_from_layout_of(run: Run, l0_runs: list[Run]) -> bool:
+    """A scratch run trained at the head layout one of these L0 runs ended with (the run sheet's ``from_run``)."""
+    source = run.summary.get("run", {}).get("from_run") if isinstance(run.summary.get("run"), dict) else None
+    return source is not None and any(r.summary.get("run", {}).get("label") == source for r in l0_runs
+                                      if isinstance(r.summary.get("run"), dict))
+
+
 def l0_table(tree: RunTree) -> Table:
     cols = ["task", "lam", "metric", "n_ok", "n_failed", "heads", "heads_removed_share", *CI, "baseline",
             "scratch_mean", "scratch_ci_low", "scratch_ci_high", "scratch_n"]
     rows = []
     for task in tree.tasks:
         base = tree.select(task, "baseline", "none")
-        for (_, _, strategy, _), runs in _groups(tree.select(task, "l0")).items():
-            scratch = [r for r in tree.select(task, "scratch", f"l0{strategy}") if not r.failed]
+        for (_, _, strategy, _), runs in sorted(_groups(tree.select(task, "l0")).items(),
+                                                key=lambda kv: (kv[1][0].knob or 0.0, kv[0])):
+            scratch = [r for r in tree.select(task, "scratch") if not r.failed and
+                       _started_from_layout_of(r, runs)]
             ok = [r for r in runs if not r.failed]
             rows.append([task, strategy, tree.metric(task, tree.runs), len(ok), len(runs) - len(ok),
                          mean(_ok(runs, "heads")), mean(_ok(runs, "heads_removed_share")), *ci(_ok(runs, "value")),
                          mean(_ok(base, "value")), *ci(_ok(scratch, "value")), len(scratch)])
-    rows.sort(key=lambda r: (r[0], trailing_number(r[1]) or 0.0, r[1]))
     return Table("Hard-Concrete (L0) head gates", cols, rows, caption=(
         "The baseline fine-tuned with L0 gates at penalty λ, closed heads removed (Voita et al.): heads left, "
         "task metric (mean, 95 % CI); `scratch`: the same head layout trained from initialisation."))
@@ -301,11 +308,11 @@ def redundancy_table(tree: RunTree) -> Table:
     for task in tree.tasks:
         base_tps = mean(_ok(tree.select(task, "baseline", "none", 0.0), "tokens_per_s_early"))
         for (_, variant, strategy, ratio), runs in _tt_runs(tree, task).items():
-            if variant != "during" or not strategy.startswith("dropout"):
+            if variant != "during" or runs[0].method != "dropout_regime":
                 continue
             ok = [r for r in runs if not r.failed]
             tps = mean(_ok(runs, "tokens_per_s_early"))
-            rows.append([task, strategy, ratio, mean(_ok(runs, "attention_dropout")) or trailing_number(strategy),
+            rows.append([task, strategy, ratio, mean(_ok(runs, "attention_dropout")) or runs[0].knob,
                          len(ok), len(runs) - len(ok), *ci(_ok(runs, "redundancy_ratio")),
                          mean(_ok(runs, "redundancy_threshold")), mean(_ok(runs, "max_similarity")), tps,
                          tps / base_tps if tps and base_tps else None, mean(_ok(runs, "final_val_loss"))])
@@ -317,19 +324,11 @@ def redundancy_table(tree: RunTree) -> Table:
         "costs RNG time)."))
 
 
-TABLES: dict[str, dict[str, Callable[[RunTree], Table]]] = {
-    "michel2019": {"ablation": ablation_table, "ablation_summary": ablation_summary_table,
-                   "all_but_one": all_but_one_table, "curve": curve_table, "curve_at": curve_at_table,
-                   "speed": speed_table},
-    "voita2019": {"l0": l0_table, "roles": roles_table},
-    "overprovisioning": {"pruned_vs_scratch": pruned_vs_scratch_table, "differences": differences_table},
-    "training_time": {"runs": training_runs_table, "redundancy": redundancy_table},
+# Every table by name; a replication lists the ones it renders in replications/<name>/report.yaml.
+TABLES: dict[str, Callable[[RunTree], Table]] = {
+    "ablation": ablation_table, "ablation_summary": ablation_summary_table, "all_but_one": all_but_one_table,
+    "curve": curve_table, "curve_at": curve_at_table, "speed": speed_table,
+    "l0": l0_table, "roles": roles_table,
+    "pruned_vs_scratch": pruned_vs_scratch_table, "differences": differences_table,
+    "runs": training_runs_table, "redundancy": redundancy_table,
 }
-
-
-def write_tables(name: str, tree: RunTree, out: str | Path) -> list[Path]:
-    """Every table of replication ``name`` as ``out/<table>.csv`` and ``out/<table>.md``."""
-    written = []
-    for stem, build in TABLES[name].items():
-        written += build(tree).write(Path(out), stem)
-    return written

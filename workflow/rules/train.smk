@@ -1,26 +1,44 @@
-# Training runs: baseline, fewer heads from scratch, training-time pruning, L0 gates, post-hoc fine-tunes.
+# Every entry of the run sheet is one job: training runs, post-hoc pruning, analyses. The command line
+# comes from the entry (heads.sheet.command_line); the label is the run's folder under the run tree.
 
 
 rule train:
     input:
-        train_inputs,
+        entry_inputs,
     output:
-        f"{RUNS}/{{task}}/{{variant}}/{{strategy}}/{{ratio}}/seed{{seed}}/summary.json",
+        f"{RUNS}/{{label}}/summary.json",
     log:
-        f"logs/{PRESET}/train/{{task}}/{{variant}}/{{strategy}}/{{ratio}}/seed{{seed}}.log",
+        f"logs/{PRESET}/runs/{{label}}.log",
     benchmark:
-        f"logs/{PRESET}/benchmarks/train/{{task}}/{{variant}}/{{strategy}}/{{ratio}}/seed{{seed}}.tsv"
+        f"logs/{PRESET}/benchmarks/runs/{{label}}.tsv"
     wildcard_constraints:
-        variant="baseline|scratch|during|l0|posthoc_ft",
+        label=labels_of("train", "prune"),
     conda:
         "../../environment.yml"
     threads: 1
     resources:
         gpu=lambda w: 1 if PRESET == "paper" else 0,
     params:
-        out=lambda w, output: os.path.dirname(output[0]),
-        overrides=lambda w: " ".join(base_overrides(w) + strategy_overrides(w)),
-        preset=PRESET,
+        command=entry_command,
     shell:
-        "heads train --task {wildcards.task} --preset {params.preset} --out {params.out} {params.overrides}"
-        " > {log} 2>&1"
+        "{params.command} > {log:q} 2>&1"
+
+
+rule analyse:
+    input:
+        entry_inputs,
+    output:
+        f"{RUNS}/{{label}}.json",
+    log:
+        f"logs/{PRESET}/runs/{{label}}.log",
+    benchmark:
+        f"logs/{PRESET}/benchmarks/runs/{{label}}.tsv"
+    wildcard_constraints:
+        label=labels_of("ablate", "curve", "speed", "roles"),
+    conda:
+        "../../environment.yml"
+    threads: 1
+    params:
+        command=entry_command,
+    shell:
+        "{params.command} > {log:q} 2>&1"

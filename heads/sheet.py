@@ -1,0 +1,272 @@
+"""The run sheet: every run a replication needs, declared as data and looked up by label.
+
+A replication's ``runs.py`` (``replications/<name>/runs.py``) turns its part of
+a preset's DAG settings into :class:`RunSpec` entries. The sheet is the union
+of all replications' entries, checked before any job runs: labels unique,
+every run it starts from on the sheet, the same label never declared twice
+with different contents. The workflow looks runs up by label and turns an
+entry into one ``heads`` command line (:func:`command_line`); the command
+writes the entry's identity (:meth:`RunSpec.identity`) into the run's
+``config.json`` / ``summary.json`` (or an analysis's JSON), which is what the
+report reads. Nothing is ever parsed back out of a folder name.
+
+This module imports nothing heavy: the workflow builds the sheet at parse time.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shlex
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+# What a sheet entry runs: the ``heads`` command, and the file that marks it done (relative to the label).
+COMMANDS = {"train": "summary.json", "prune": "summary.json", "ablate": ".json", "curve": ".json",
+            "speed": ".json", "roles": ".json"}
+TRAINING = ("train",)
+
+
+class SheetError(ValueError):
+    """A run sheet that is not consistent; the message names the label and the key."""
+
+
+def fmt_ratio(ratio: float) -> str:
+    """Ratios in labels: at least one decimal (0.0, 0.5, 0.25)."""
+    text = repr(float(ratio))
+    return f"{float(ratio):.{max(1, len(text.split('.')[1]))}f}"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of the DAG.
+
+    ``label`` is also the run's folder (or, for analyses, its JSON file without
+    the suffix) under the run tree. ``arm`` names the compared arm within the
+    variant for tables and selectors (``oneshot``, ``dropout0.25``, ``lam0.01``)
+    and ``knob`` is the number that orders arms (a penalty, a dropout rate);
+    both are declared here, never read back from the label. ``paths`` maps a
+    config key or command option to a file of another run (``label/name``),
+    ``after`` lists the runs this one needs finished.
+    """
+
+    label: str
+    command: str
+    replication: str
+    task: str
+    seed: int
+    variant: str = "baseline"
+    arm: str = "none"
+    ratio: float = 0.0
+    knob: float | None = None
+    strategy: str = "none"
+    params: dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict)  # nested config overrides, typed (train.steps: 40)
+    options: dict = field(default_factory=dict)  # command options (--batches 4, --test loss)
+    paths: dict = field(default_factory=dict)  # key -> "label/relative file" of another run
+    after: tuple = ()
+
+    def identity(self) -> dict[str, Any]:
+        """What the run records about itself (``run`` in its config, summary or analysis JSON)."""
+        return {"label": self.label, "kind": self.kind, "task": self.task, "seed": self.seed, "variant": self.variant,
+                "arm": self.arm, "ratio": float(self.ratio), "knob": self.knob,
+                "from_run": self.after[0] if self.after else None}
+
+    @property
+    def kind(self) -> str:
+        """``run`` for a model-making entry, else the analysis (``ablation``, ``curve``, ...)."""
+        return "run" if self.command in ("train", "prune") else self.variant
+
+    def done_file(self) -> str:
+        """The file (relative to the run tree) whose existence means the entry is finished."""
+        suffix = COMMANDS[self.command]
+        return f"{self.label}{suffix}" if suffix.startswith(".") else f"{self.label}/{suffix}"
+
+
+def run_label(task: str, variant: str, arm: str, ratio: float, seed: int) -> str:
+    return f"{task}/{variant}/{arm}/{fmt_ratio(ratio)}/seed{seed}"
+
+
+def analysis_label(task: str, *parts: str, seed: int | None = None) -> str:
+    return "/".join([task, "analysis", *parts] + ([f"seed{seed}"] if seed is not None else []))
+
+
+# -- building and checking ---------------------------------------------------------------------------------
+def load_replication(folder: Path):
+    """A replication's ``runs.py`` as a module (it defines ``runs(settings, seeds) -> list[RunSpec]``)."""
+    path = folder / "runs.py"
+    spec = importlib.util.spec_from_file_location(f"heads_replication_{folder.name}", path)
+    if spec is None or spec.loader is None:
+        raise SheetError(f"{path}: cannot be loaded")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, "runs", None)):
+        raise SheetError(f"{path}: defines no runs(settings, seeds)")
+    return module
+
+
+def replications(root: str | Path) -> list[str]:
+    """Replication names: the folders of ``root`` that hold a ``runs.py``."""
+    return sorted(p.parent.name for p in Path(root).glob("*/runs.py"))
+
+
+@dataclass
+class Sheet:
+    """The checked sheet: ``runs`` (label -> entry) and ``of`` (replication -> the labels it needs)."""
+
+    runs: dict[str, RunSpec]
+    of: dict[str, list[str]]
+
+    def __getitem__(self, label: str) -> RunSpec:
+        try:
+            return self.runs[label]
+        except KeyError:
+            raise SheetError(f"{label!r} is not on the run sheet") from None
+
+    def labels(self, command: str | None = None) -> list[str]:
+        return [k for k, e in self.runs.items() if command is None or e.command == command]
+
+
+def build(root: str | Path, dag: Mapping[str, Any], names: Iterable[str] | None = None,
+          extra: Mapping[str, Iterable[RunSpec]] | None = None) -> Sheet:
+    """The sheet of one preset: each replication's ``runs.py`` over its settings in ``dag`` (plus ``extra``
+    entries per replication, e.g. a user's own strategies), checked."""
+    root = Path(root)
+    declared: dict[str, list[RunSpec]] = {}
+    for name in names if names is not None else replications(root):
+        if name not in dag:
+            raise SheetError(f"replication {name!r} has no settings in this preset's dag (keys: {sorted(dag)})")
+        declared[name] = list(load_replication(root / name).runs(dag[name], list(dag["seeds"])))
+    for name, entries in (extra or {}).items():
+        declared.setdefault(name, []).extend(entries)
+    runs = check([e for entries in declared.values() for e in entries])
+    return Sheet(runs, {name: sorted({e.label for e in entries}) for name, entries in declared.items()})
+
+
+def check(entries: Iterable[RunSpec]) -> dict[str, RunSpec]:
+    """Labels unique (a run several replications share must be declared alike; their ``config`` keys are
+    merged, a conflicting value refused), commands known, ``after`` on the sheet, ``paths`` inside runs
+    listed in ``after``."""
+    sheet: dict[str, RunSpec] = {}
+    for e in entries:
+        if e.command not in COMMANDS:
+            raise SheetError(f"{e.label}: command {e.command!r} is not one of {sorted(COMMANDS)}")
+        if not isinstance(e.seed, int) or isinstance(e.seed, bool) or e.seed < 0:
+            raise SheetError(f"{e.label}: seed must be an integer >= 0, got {e.seed!r}")
+        old = sheet.get(e.label)
+        if old is None:
+            sheet[e.label] = e
+            continue
+        if _shared(old) != _shared(e):
+            raise SheetError(f"{e.label}: declared by {old.replication} and {e.replication} with different "
+                             "contents; declare a shared run alike")
+        sheet[e.label] = replace(old, config=_merge(old.config, e.config, e.label))
+    for e in sheet.values():
+        for dep in e.after:
+            if dep not in sheet:
+                raise SheetError(f"{e.label}: starts from {dep!r}, which is not on the sheet")
+        for key, path in e.paths.items():
+            if not any(path == d or path.startswith(d + "/") for d in e.after):
+                raise SheetError(f"{e.label}: {key} -> {path!r} is not inside a run listed in after")
+    return dict(sorted(sheet.items()))
+
+
+def _shared(e: RunSpec) -> dict:
+    """An entry's contents but for who declared it and its config (merged separately)."""
+    d = asdict(e)
+    d.pop("replication")
+    d.pop("config")
+    return d
+
+
+def _merge(a: Mapping, b: Mapping, label: str, prefix: str = "") -> dict:
+    out = dict(a)
+    for key, value in b.items():
+        if key in out and isinstance(out[key], Mapping) and isinstance(value, Mapping):
+            out[key] = _merge(out[key], value, label, f"{prefix}{key}.")
+        elif key in out and out[key] != value:
+            raise SheetError(f"{label}: {prefix}{key} declared as {out[key]!r} and as {value!r}")
+        else:
+            out[key] = value
+    return out
+
+
+def baseline(replication: str, task: str, seed: int, config: dict | None = None) -> RunSpec:
+    """The full model trained from scratch: one per task and seed, shared by every replication."""
+    return RunSpec(run_label(task, "baseline", "none", 0.0, seed), "train", replication, task, seed,
+                   config=config or {})
+
+
+# -- the command line of an entry --------------------------------------------------------------------------
+def _value(value: Any) -> str:
+    """A typed value as the command line's ``key=value`` reads it back (JSON is valid YAML: types survive)."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _flatten(tree: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    out = []
+    for key, value in tree.items():
+        if isinstance(value, Mapping) and value:
+            out += _flatten(value, f"{prefix}{key}.")
+        else:
+            out.append((f"{prefix}{key}", value))
+    return out
+
+
+def command_line(e: RunSpec, runs: str, preset: str, data_root: str, threads: int) -> str:
+    """The ``heads`` invocation of entry ``e`` (every value shell-quoted), writing under the run tree ``runs``."""
+    q = shlex.quote
+
+    def at(rel: str) -> str:
+        return f"{runs}/{rel}"
+
+    identity = f"--run {q(json.dumps(e.identity(), sort_keys=True))}"
+    if e.command == "train":
+        config: dict[str, Any] = {"data.root": data_root, "train.seed": e.seed, "train.threads": threads,
+                                  "train.progress": False, **dict(_flatten(e.config))}
+        config.update({key: at(path) for key, path in e.paths.items()})
+        if e.strategy != "none":
+            config["strategy.name"] = e.strategy
+            config.update({f"strategy.params.{k}": v for k, v in e.params.items()})
+        overrides = " ".join(q(f"{k}={_value(v)}") for k, v in config.items())
+        return f"heads train --task {e.task} --preset {preset} --out {q(at(e.label))} {identity} {overrides}"
+    parts = [f"heads {e.command} {q(at(e.paths['source']))}"]
+    config = dict(_flatten(e.config))
+    if e.options.get("task"):  # a bare model folder (a snapshot): the task's preset applies
+        parts.append(f"--task {e.task} --preset {preset}")
+        config["data.root"] = data_root
+    if e.command == "prune":
+        parts.append(f"--strategy {e.strategy}")
+    if e.params:
+        parts.append("--param " + " ".join(q(f"{k}={_value(v)}") for k, v in e.params.items()))
+    for key, value in e.options.items():
+        if key == "task":
+            continue
+        flag = "--" + key.replace("_", "-")
+        parts.append(flag if value is True else f"{flag} " + " ".join(q(_value(x)) for x in _listed(value)))
+    parts += [f"--{key} {q(at(path))}" for key, path in e.paths.items() if key != "source"]
+    parts.append(f"{identity} --out {q(at(e.label if e.command == 'prune' else e.done_file()))}")
+    parts += [q(f"{k}={_value(v)}") for k, v in config.items()]
+    return " ".join(parts)
+
+
+def _listed(value: Any) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def custom(entries: Iterable[Mapping[str, Any]], seeds: Iterable[int]) -> list[RunSpec]:
+    """A user's own strategies run beside the built-in ones (workflow config ``custom``): each
+    ``{label, task, strategy, ratio, params}`` becomes a ``during`` run per seed. ``ratio`` reaches the
+    strategy as its ``ratio`` parameter unless ``params`` sets it."""
+    out = []
+    for c in entries:
+        ratio = float(c.get("ratio", 0.0))
+        params = dict(c.get("params") or {})
+        if "ratio" in c:
+            params.setdefault("ratio", ratio)
+        for seed in seeds:
+            out.append(RunSpec(run_label(c["task"], "during", c["label"], ratio, seed), "train", "training_time",
+                               c["task"], seed, "during", c["label"], ratio, strategy=c["strategy"], params=params))
+    return out

@@ -1,0 +1,42 @@
+"""Michel et al. 2019: single-head ablations, iterative pruning curves (also from training snapshots), speed."""
+
+from heads.sheet import RunSpec, analysis_label, baseline
+
+REPLICATION = "michel2019"
+
+
+def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
+    """Per seed: the baselines of the ablated and curved tasks (the snapshot task's keeps snapshots), the
+    ablation table, one curve per scorer, importance curves from each snapshot; inference speed once."""
+    s = settings
+    snap = s["snapshot_task"] if s["snapshots"] else None
+    curve_params = {"step": s["curve_step"], "max_ratio": s["curve_max"], "batches": s["curve_batches"]}
+    curve_eval = {"eval": {"max_examples": s["curve_examples"], "beams": 1}}
+    out = []
+    tasks = sorted({*s["ablation_tasks"], *s["curve_tasks"], *([snap] if snap else [])})
+    for seed in seeds:
+        base = {t: baseline(REPLICATION, t, seed, {"train": {"snapshots": list(s["snapshots"])}} if t == snap else {})
+                for t in tasks}
+        out += base.values()
+        for task in s["ablation_tasks"]:
+            out.append(RunSpec(analysis_label(task, "ablation", seed=seed), "ablate", REPLICATION, task, seed,
+                               "ablation", options={"batches": s["curve_batches"],
+                                                    "test": "accuracy" if task == "cls" else "loss"},
+                               paths={"source": base[task].label}, after=(base[task].label,)))
+        for task in s["curve_tasks"]:
+            for scorer in s["curve_scorers"]:
+                out.append(RunSpec(analysis_label(task, "curve", scorer, seed=seed), "curve", REPLICATION, task, seed,
+                                   "curve", scorer, params={"scorer": scorer, **curve_params, "seed": seed},
+                                   config=curve_eval, paths={"source": base[task].label}, after=(base[task].label,)))
+        for step in s["snapshots"]:
+            b = base[snap].label
+            out.append(RunSpec(analysis_label(snap, "curve_at", f"step{step}", seed=seed), "curve", REPLICATION, snap,
+                               seed, "curve_at", f"step{step}", knob=float(step),
+                               params={"scorer": "importance", **curve_params, "seed": seed}, config=curve_eval,
+                               options={"task": True}, paths={"source": f"{b}/snapshots/step-{step}"}, after=(b,)))
+    if seeds:
+        b = baseline(REPLICATION, "cls", seeds[0])
+        out += [b, RunSpec(analysis_label("cls", "speed"), "speed", REPLICATION, "cls", seeds[0], "speed",
+                           options={"ratios": list(s["speed_ratios"]), "batches": list(s["speed_batches"])},
+                           paths={"source": b.label}, after=(b.label,))]
+    return out

@@ -1,0 +1,32 @@
+"""Voita et al. 2019: Hard-Concrete (L0) gates on a trained model, the surviving heads' roles, and the same
+layout trained from scratch."""
+
+from heads.sheet import RunSpec, analysis_label, baseline, run_label
+
+REPLICATION = "voita2019"
+
+
+def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
+    """Per seed and penalty lambda: the baseline fine-tuned with L0 gates (closed heads removed at the end), the
+    layout it ended with trained from initialisation, and the roles of its heads against the baseline's."""
+    task, out = settings["task"], []
+    for seed in seeds:
+        base = baseline(REPLICATION, task, seed)
+        out.append(base)
+        for lam in settings["lams"]:
+            arm = f"lam{lam}"
+            l0 = run_label(task, "l0", arm, 0.0, seed)
+            out += [
+                RunSpec(l0, "train", REPLICATION, task, seed, "l0", arm, knob=float(lam), strategy="l0",
+                        params={"lam": lam, "lr": settings["lr"]},
+                        config={"train": {"steps": settings["steps"], "warmup": 0, "schedule": "constant",
+                                          "lr": 0.0001}},
+                        paths={"model.source": f"{base.label}/model"}, after=(base.label,)),
+                RunSpec(run_label(task, "scratch", f"l0{arm}", 0.0, seed), "train", REPLICATION, task, seed,
+                        "scratch", f"l0{arm}", knob=float(lam), strategy="scratch",
+                        paths={"strategy.params.layout_from": f"{l0}/summary.json"}, after=(l0,)),
+                RunSpec(analysis_label(task, "roles", arm, seed=seed), "roles", REPLICATION, task, seed, "roles", arm,
+                        knob=float(lam), options={"batches": settings.get("batches", 4)},
+                        paths={"source": l0, "reference": base.label}, after=(l0, base.label)),
+            ]
+    return out

@@ -1,0 +1,73 @@
+"""The run sheet: runs declared as data, checked before any job, turned into one quoted command line each."""
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from heads.config import parse_overrides
+from heads.sheet import RunSpec, SheetError, baseline, build, check, command_line, custom, run_label
+
+ROOT = Path(__file__).resolve().parents[1]
+DAG = yaml.safe_load((ROOT / "workflow/config/default.yaml").read_text())["dag"]
+
+
+def test_every_preset_builds_a_sheet_whose_runs_start_from_runs_on_it():
+    for preset in ("smoke", "tiny", "paper"):
+        sheet = build(ROOT / "replications", DAG[preset])
+        assert set(sheet.of) == {"michel2019", "overprovisioning", "training_time", "voita2019"}
+        for label, entry in sheet.runs.items():
+            assert all(dep in sheet.runs for dep in entry.after), label
+        # the baselines are shared, declared once per task and seed
+        assert len(sheet.labels("train")) == len(set(sheet.labels("train")))
+
+
+def test_a_parameter_travels_typed_from_the_sheet_to_the_command_line():
+    sheet = build(ROOT / "replications", DAG["tiny"])
+    entry = sheet["lm/during/dropout0.25/0.4/seed1"]
+    assert entry.strategy == "dropout_regime" and entry.knob == 0.25
+    assert entry.params == {"high": 0.25, "low": 0.1, "max_ratio": 0.4}
+    argv = shlex.split(command_line(entry, "my runs", "tiny", "my data", 1))
+    overrides = parse_overrides([a for a in argv if "=" in a and not a.startswith("-")])
+    assert overrides["strategy"] == {"name": "dropout_regime", "params": {"high": 0.25, "low": 0.1, "max_ratio": 0.4}}
+    assert overrides["train"]["seed"] == 1 and overrides["data"]["root"] == "my data"
+    assert argv[argv.index("--out") + 1] == "my runs/lm/during/dropout0.25/0.4/seed1"  # a path with a space
+    identity = json.loads(argv[argv.index("--run") + 1])
+    assert identity == {"label": entry.label, "kind": "run", "task": "lm", "seed": 1, "variant": "during",
+                        "arm": "dropout0.25", "ratio": 0.4, "knob": 0.25, "from_run": None}
+
+
+def test_shared_runs_merge_their_config_and_refuse_a_conflict():
+    a = baseline("one", "mt", 0, {"train": {"snapshots": [10]}})
+    merged = check([a, baseline("two", "mt", 0)])
+    assert merged[a.label].config == {"train": {"snapshots": [10]}}
+    with pytest.raises(SheetError, match="snapshots declared as"):
+        check([a, baseline("two", "mt", 0, {"train": {"snapshots": [20]}})])
+    other = RunSpec(a.label, "train", "two", "mt", 0, strategy="oneshot")
+    with pytest.raises(SheetError, match="different contents"):
+        check([a, other])
+
+
+def test_a_run_must_start_from_a_run_on_the_sheet():
+    source = "lm/posthoc/importance/0.5/seed0"
+    orphan = RunSpec(run_label("lm", "posthoc_ft", "importance", 0.5, 0), "train", "x", "lm", 0,
+                     paths={"model.source": source}, after=(source,))
+    with pytest.raises(SheetError, match="not on the sheet"):
+        check([orphan])
+    stray = RunSpec("lm/x/y/0.0/seed0", "train", "x", "lm", 0, paths={"model.source": "elsewhere/model"})
+    with pytest.raises(SheetError, match="not inside a run listed in after"):
+        check([stray])
+    with pytest.raises(SheetError, match="command 'fly'"):
+        check([RunSpec("a", "fly", "x", "lm", 0)])
+
+
+def test_custom_entries_pass_every_parameter_through_including_the_ratio():
+    runs = custom([{"label": "mine", "task": "lm", "strategy": "oneshot", "ratio": 0.5, "params": {"reinit": True}}],
+                  [0, 1])
+    assert [r.label for r in runs] == ["lm/during/mine/0.5/seed0", "lm/during/mine/0.5/seed1"]
+    assert runs[0].params == {"reinit": True, "ratio": 0.5} and runs[0].strategy == "oneshot"
+    # params win over the entry's ratio
+    (r,) = custom([{"label": "m", "task": "lm", "strategy": "oneshot", "ratio": 0.5, "params": {"ratio": 0.3}}], [0])
+    assert r.params["ratio"] == 0.3
