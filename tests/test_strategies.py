@@ -5,11 +5,12 @@ import json
 
 import pytest
 import torch
-from conftest import smoke
+from conftest import batch_for, build_with_biases, heads_to_remove, logits, smoke
 
 from heads.io import read_jsonl
 from heads.strategies import STRATEGIES, build_strategy
-from heads.surgery import head_layout, num_heads, sites
+from heads.strategies.l0 import _fold_gates
+from heads.surgery import head_layout, install, num_heads, prune_heads, set_gates, sites
 from heads.surgery.families import family_of
 from heads.tasks import get_task
 from heads.train.loop import Hook, Trainer
@@ -169,3 +170,22 @@ def test_l0_gates_survive_a_checkpoint_in_site_order(data_root, tmp_path):
         before, after = first.optimizer.state[gates.log_alpha[name]], second.optimizer.state[again.log_alpha[name]]
         assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
     assert second.optimizer.param_groups[-1]["params"] == list(again.log_alpha.values())
+
+
+@pytest.mark.parametrize("prune", [True, False], ids=["closed-pruned", "closed-kept"])
+def test_l0_folding_the_gates_into_the_weights_computes_what_the_gated_model_did(every_family, prune):
+    model = install(build_with_biases(every_family))
+    inputs = batch_for(every_family)
+    g = torch.Generator().manual_seed(0)
+    values = {name: 0.1 + 0.9 * torch.rand(len(kept), generator=g) for name, kept in head_layout(model).items()}
+    closed = heads_to_remove(model)  # whole key/value groups, as pruning needs under grouped-query attention
+    for name, heads in closed.items():
+        values[name][heads] = 0.0
+    set_gates(model, values)
+    gated = logits(model, inputs)
+    set_gates(model, {name: None for name in values})
+    assert not torch.allclose(logits(model, inputs), gated, atol=1e-3)  # the gates matter here
+    if prune:
+        prune_heads(model, closed)
+    _fold_gates(model, {name: v[v > 0] for name, v in values.items()} if prune else values)
+    assert torch.allclose(logits(model, inputs), gated, atol=1e-5)
