@@ -46,14 +46,14 @@ def previous_token_llama() -> torch.nn.Module:
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory):
+def saved(tmp_path_factory, data_root):
     root = tmp_path_factory.mktemp("analysis")
     full = previous_token_llama()
     save(full, root / "full")
     pruned = copy.deepcopy(full)
     prune_heads(pruned, REMOVED)
     save(pruned, root / "pruned")
-    return {"root": root, "full": root / "full", "pruned": root / "pruned", "data": f"data.root={root / 'data'}"}
+    return {"root": root, "full": root / "full", "pruned": root / "pruned", "data": f"data.root={data_root}"}
 
 
 @pytest.fixture

@@ -96,11 +96,6 @@ def test_script_runs_and_writes_its_table_and_keys(name, tmp_path, monkeypatch, 
     assert not list(tmp_path.glob(".*.tmp")) and not list(tmp_path.glob(".summary.json.*"))
 
 
-@pytest.fixture(scope="module")
-def data_root(tmp_path_factory):
-    return tmp_path_factory.mktemp("bench_data")
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_help(name, monkeypatch, capsys):
     with pytest.raises(SystemExit) as exit_:

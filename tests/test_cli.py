@@ -15,7 +15,7 @@ PLUGINS = Path(__file__).parent / "plugins"
 
 
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
+def smoke_run(tmp_path_factory, data_root):
     root = tmp_path_factory.mktemp("cli")
     out = root / "run"
     assert (
@@ -28,7 +28,7 @@ def smoke_run(tmp_path_factory):
                 "smoke",
                 "--out",
                 str(out),
-                f"data.root={root / 'data'}",
+                f"data.root={data_root}",
                 "train.progress=false",
             ]
         )
@@ -64,7 +64,7 @@ def test_list_names_every_registry(capsys):
         assert f"  {name} " in out, name
 
 
-def test_score_prune_evaluate(smoke_run, tmp_path):
+def test_score_prune_evaluate(smoke_run, tmp_path, data_root):
     assert (
         main(["score", str(smoke_run), "--scorer", "importance", "--batches", "2", "--out", str(tmp_path / "s.json")])
         == 0
@@ -100,7 +100,7 @@ def test_score_prune_evaluate(smoke_run, tmp_path):
                 "lm",
                 "--preset",
                 "smoke",
-                f"data.root={smoke_run.parent / 'data'}",
+                f"data.root={data_root}",
                 "--out",
                 str(tmp_path / "e.json"),
             ]
@@ -147,7 +147,7 @@ def test_clear_errors(argv, message):
         main(argv)
 
 
-def test_a_strategy_from_outside_the_package_registers_and_runs(tmp_path):
+def test_a_strategy_from_outside_the_package_registers_and_runs(tmp_path, data_root):
     env = {
         **os.environ,
         "HEADS_PLUGINS": "my_strategy",
@@ -169,7 +169,7 @@ def test_a_strategy_from_outside_the_package_registers_and_runs(tmp_path):
             "smoke",
             "--out",
             str(out),
-            f"data.root={tmp_path / 'data'}",
+            f"data.root={data_root}",
             "train.progress=false",
             "train.steps=10",
             "strategy.name=last_layer_one_head",

@@ -1,14 +1,11 @@
 """The training engine at smoke scale: learns, is deterministic, resumes exactly after kill -9."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
+from conftest import heads_train_killed, smoke, untimed
 
-from heads.config import resolve
 from heads.io import read_jsonl
 from heads.run import RunConflict, train_run
 from heads.surgery import CheckpointError, head_layout, sites
@@ -16,21 +13,7 @@ from heads.tasks import get_task
 from heads.train.checkpoint import load_checkpoint
 from heads.train.loop import Hook, NonFiniteLoss, Trainer
 
-TIMING = {"train_seconds", "wall", "tokens_per_s", "peak_mem_mb"}
 TASKS = ["lm", "mt", "cls"]
-
-
-@pytest.fixture(scope="session")
-def data_root(tmp_path_factory):
-    return tmp_path_factory.mktemp("data")
-
-
-def smoke(task, data_root, *overrides):
-    return resolve(task, "smoke", None, [f"data.root={data_root}", "train.progress=false", *overrides])
-
-
-def untimed(records):
-    return [{k: v for k, v in r.items() if k not in TIMING} for r in records]
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -67,26 +50,8 @@ def test_kill_9_then_resume_equals_uninterrupted(task, data_root, tmp_path):
     overrides = ["train.dropout=0.1", "train.attention_dropout=0.1"]
     whole = train_run(smoke(task, data_root, *overrides), tmp_path / "whole")
     cut = tmp_path / "cut"
-    cmd = [
-        sys.executable,
-        "-m",
-        "heads",
-        "train",
-        "--task",
-        task,
-        "--preset",
-        "smoke",
-        "--out",
-        str(cut),
-        f"data.root={data_root}",
-        "train.progress=false",
-        *overrides,
-    ]
-    env = {**os.environ, "HEADS_FAULT_KILL_AT_STEP": "15"}
-    killed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    assert killed.returncode == -9, killed.stderr[-2000:]
+    heads_train_killed(task, cut, data_root, overrides, at_step=15)
     assert json.loads((cut / "checkpoint/state.json").read_text())["step"] == 10
-    assert not (cut / "summary.json").exists()
     resumed = train_run(smoke(task, data_root, *overrides), cut)
     assert resumed["resumed"] and not whole["resumed"]
     assert resumed["eval"] == whole["eval"]

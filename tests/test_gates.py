@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import batch_for, build, logits
+from conftest import TINY, batch_for, build, logits
 
 from heads.surgery import get_gates, install, ones_gates, repeat_batch, set_gates, sites
 from heads.surgery.gates import gates
@@ -19,13 +19,23 @@ def test_open_gates_equal_stock_sdpa_on_padded_batch(family):
 
 
 def test_padding_is_respected(family):
-    """Padding must change nothing for the unpadded rows' positions (the mask function is registered)."""
+    """Tokens under the padding change nothing the model outputs for the real tokens (the mask function is
+    registered). A causal model is padded at the start: padded at the end, no real position would come after the
+    padding to see it, and the test could not fail."""
     model = install(build(family))
     inputs = batch_for(family, batch=2)
-    inputs["attention_mask"][1, 4:] = 0
-    full = logits(model, inputs)
-    inputs["input_ids"][1, 4:] = 7  # garbage under the padding
-    assert torch.allclose(logits(model, inputs)[1, :4], full[1, :4], atol=1e-6)
+    causal = TINY[family][1] == "causal"
+    padded = slice(0, 4) if causal else slice(5, None)
+    real = slice(4, None) if causal else slice(None)  # decoder positions and class logits: all real
+    inputs["attention_mask"][1] = 1
+    inputs["attention_mask"][1, padded] = 0
+    garbage = {**inputs, "input_ids": inputs["input_ids"].clone()}
+    garbage["input_ids"][1, padded] = 7
+    assert torch.allclose(logits(model, garbage)[1, real], logits(model, inputs)[1, real], atol=1e-6)
+    # ... and only the mask keeps them apart: unmasked, the real positions see the garbage
+    unmasked = {"attention_mask": torch.ones_like(inputs["attention_mask"])}
+    seen = logits(model, {**garbage, **unmasked})[1, real] - logits(model, {**inputs, **unmasked})[1, real]
+    assert seen.abs().max() > 1e-5  # far beyond the 1e-6 the masked outputs are held to
 
 
 def test_eager_path_matches_sdpa(family):

@@ -4,7 +4,7 @@ import copy
 
 import pytest
 import torch
-from conftest import batch_for, build, logits
+from conftest import TINY, batch_for, build, build_with_biases, heads_to_remove, logits
 
 from heads.surgery import (
     GroupedQueryError,
@@ -16,6 +16,13 @@ from heads.surgery import (
     set_gates,
     sites,
 )
+from heads.surgery.families import FAMILIES
+
+
+def test_every_registered_family_has_a_tiny_config():
+    """The surgery guarantees below run on TINY: a model type head surgery supports must have its line there."""
+    assert sorted(TINY) == sorted(FAMILIES), "give the new model type a tiny config in TINY (tests/conftest.py)"
+    assert all(build(name).config.model_type == name for name in TINY)
 
 
 def mask_and_prune(model, remove: dict[str, list[int]], inputs: dict):
@@ -44,20 +51,43 @@ def test_masked_equals_pruned_per_site_kind(kind):
     assert all(head_layout(small)[s.name] == [1, 3] for s in targets)
 
 
-def test_masked_equals_pruned_everywhere_including_empty_sites(family):
-    model = build(family)
-    inputs = batch_for(family)
-    names = [s.name for s in sites(model)]
-    remove = {name: [1, 3] for name in names}
-    remove[names[0]] = [0, 1, 2, 3]  # a site that loses every head
-    if family == "marian":
-        remove[names[3]] = [0, 1, 2, 3]  # and a cross-attention site
+def test_masked_equals_pruned_everywhere_including_empty_sites(every_family):
+    model = build_with_biases(every_family)
+    inputs = batch_for(every_family)
+    remove = heads_to_remove(model)
     masked, pruned, small = mask_and_prune(model, remove, inputs)
     assert torch.allclose(masked, pruned, atol=1e-5)
-    assert head_layout(small)[names[0]] == []
+    assert head_layout(small) == {s: [h for h in kept if h not in remove[s]] for s, kept in head_layout(model).items()}
+    assert [] in head_layout(small).values()
     # The empty site still trains: gradients reach the output bias and beyond.
     small.train()
     small(**inputs).loss.backward()
+
+
+GENERATIVE = [name for name, (_, kind) in sorted(TINY.items()) if kind != "classifier"]
+
+
+@pytest.mark.parametrize("family", GENERATIVE)
+def test_generation_through_the_cache_masked_equals_pruned(family):
+    """Decoding reuses keys and values from a cache: a pruned site (a headless one too) keeps its lengths right."""
+    model = build_with_biases(family)
+    inputs = batch_for(family)
+    if TINY[family][1] == "seq2seq":  # beam search over the encoded (padded) source
+        prompt = {"input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"]}
+        settings = dict(num_beams=3, max_new_tokens=8, min_new_tokens=8, do_sample=False, use_cache=True)
+    else:  # greedy continuation of unpadded prompts
+        prompt = {"input_ids": inputs["input_ids"][:2, :5]}
+        settings = dict(max_new_tokens=8, min_new_tokens=8, do_sample=False, use_cache=True)
+    remove = heads_to_remove(model)
+    install(model)
+    g = ones_gates(model)
+    for name, heads in remove.items():
+        g[name][heads] = 0.0
+    set_gates(model, g)
+    masked = model.generate(**prompt, **settings)
+    set_gates(model, {n: None for n in g})
+    prune_heads(model, remove)
+    assert torch.equal(model.generate(**prompt, **settings), masked)
 
 
 def test_pruned_model_is_smaller():
@@ -115,36 +145,3 @@ def test_grouped_query_masks_per_query_head_and_prunes_whole_groups():
     assert torch.allclose(masked, pruned, atol=1e-5)
     attn = small.get_submodule(name)
     assert attn.k_proj.out_features == 8 and attn.q_proj.out_features == 32
-
-
-def test_generation_with_empty_sites_matches_masked():
-    """Beam search through a key/value cache: a headless site keeps cache lengths right."""
-    model = build("marian")
-    names = [s.name for s in sites(model)]
-    remove = {names[0]: [0, 1, 2, 3], names[2]: [0, 1, 2, 3], names[3]: [0, 1, 2, 3], names[4]: [1]}
-    inputs = batch_for("marian")
-    source = {"input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"]}
-    install(model)
-    g = ones_gates(model)
-    for name, heads in remove.items():
-        g[name][heads] = 0.0
-    set_gates(model, g)
-    settings = dict(num_beams=3, max_new_tokens=8, min_new_tokens=8, do_sample=False)
-    masked = model.generate(**source, **settings)
-    set_gates(model, {n: None for n in g})
-    prune_heads(model, remove)
-    assert torch.equal(model.generate(**source, **settings), masked)
-
-
-def test_llama_generation_with_empty_first_layer():
-    model = build("llama")
-    names = [s.name for s in sites(model)]
-    prompt = torch.tensor([[5, 9, 13, 2, 7]])
-    install(model)
-    g = ones_gates(model)
-    g[names[0]][:] = 0.0
-    set_gates(model, g)
-    masked = model.generate(prompt, max_new_tokens=6, do_sample=False)
-    set_gates(model, {n: None for n in g})
-    prune_heads(model, {names[0]: [0, 1, 2, 3]})
-    assert torch.equal(model.generate(prompt, max_new_tokens=6, do_sample=False), masked)

@@ -1,31 +1,23 @@
 """Strategies: defaults do nothing; training-time strategies prune physically, deterministically, and say so."""
 
 import dataclasses
+import json
 
 import pytest
 import torch
+from conftest import batch_for, build_with_biases, heads_to_remove, logits, smoke
 
-from heads.config import resolve
 from heads.io import read_jsonl
 from heads.strategies import STRATEGIES, build_strategy
-from heads.surgery import head_layout, num_heads, sites
+from heads.strategies.l0 import _fold_gates
+from heads.surgery import head_layout, install, num_heads, prune_heads, set_gates, sites
 from heads.surgery.families import family_of
 from heads.tasks import get_task
 from heads.train.loop import Hook, Trainer
 
 
-@pytest.fixture(scope="module")
-def data_root(tmp_path_factory):
-    return tmp_path_factory.mktemp("data")
-
-
 def cfg_for(data_root, name, params=None, *overrides):
-    cfg = resolve(
-        "lm",
-        "smoke",
-        None,
-        [f"data.root={data_root}", "train.progress=false", "train.steps=20", f"strategy.name={name}", *overrides],
-    )
+    cfg = smoke("lm", data_root, "train.steps=20", f"strategy.name={name}", *overrides)
     cfg.strategy.params.update(params or {})
     return cfg
 
@@ -152,3 +144,48 @@ def test_l0_closes_the_gates_of_useless_heads(data_root, tmp_path):
     gates = [e for e in read_jsonl(tmp_path / "events.jsonl") if e["event"] == "l0_gates"][0]["gates"]
     assert all(g[0] == 0.0 for g in gates.values())
     assert num_heads(layout) > 2  # useful heads survive a small penalty
+
+
+def test_l0_gates_survive_a_checkpoint_in_site_order(data_root, tmp_path):
+    """L0's gate parameters and their moments go through a checkpoint's JSON (sorted keys) and come back in the
+    model's site order: the order the sampling noise is drawn in. Marian's sites sort differently from their order."""
+    cfg = smoke("mt", data_root, "strategy.name=l0")
+    first = Trainer(cfg, get_task("mt"), tmp_path / "a", hooks=build_strategy("l0", {"lam": 0.01}).hooks(cfg))
+    (gates,) = first.hooks
+    gates.on_start(first)
+    loss = first.task.loss(first.model, next(first.batcher), cfg) + gates.penalty(first)
+    loss.backward()
+    first.optimizer.step()
+    order = [s.name for s in sites(first.model)]
+    assert list(gates.log_alpha) == order != sorted(order)
+
+    state = json.loads(json.dumps(gates.state_dict(), sort_keys=True))  # as state.json holds it
+    second = Trainer(cfg, get_task("mt"), tmp_path / "b", hooks=build_strategy("l0", {"lam": 0.01}).hooks(cfg))
+    (again,) = second.hooks
+    again.load_state_dict(state)
+    again.on_resume(second)
+    assert list(again.log_alpha) == order
+    for name in order:
+        assert torch.equal(again.log_alpha[name], gates.log_alpha[name])
+        before, after = first.optimizer.state[gates.log_alpha[name]], second.optimizer.state[again.log_alpha[name]]
+        assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    assert second.optimizer.param_groups[-1]["params"] == list(again.log_alpha.values())
+
+
+@pytest.mark.parametrize("prune", [True, False], ids=["closed-pruned", "closed-kept"])
+def test_l0_folding_the_gates_into_the_weights_computes_what_the_gated_model_did(every_family, prune):
+    model = install(build_with_biases(every_family))
+    inputs = batch_for(every_family)
+    g = torch.Generator().manual_seed(0)
+    values = {name: 0.1 + 0.9 * torch.rand(len(kept), generator=g) for name, kept in head_layout(model).items()}
+    closed = heads_to_remove(model)  # whole key/value groups, as pruning needs under grouped-query attention
+    for name, heads in closed.items():
+        values[name][heads] = 0.0
+    set_gates(model, values)
+    gated = logits(model, inputs)
+    set_gates(model, {name: None for name in values})
+    assert not torch.allclose(logits(model, inputs), gated, atol=1e-3)  # the gates matter here
+    if prune:
+        prune_heads(model, closed)
+    _fold_gates(model, {name: v[v > 0] for name, v in values.items()} if prune else values)
+    assert torch.allclose(logits(model, inputs), gated, atol=1e-5)

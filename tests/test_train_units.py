@@ -2,8 +2,9 @@
 
 import pytest
 import torch
-from conftest import build
+from conftest import FAMILIES, batch_for, build
 
+from heads.surgery import install
 from heads.tasks.batching import Batcher
 from heads.train.dropout import get_dropout, set_dropout
 from heads.train.metrics import steps_to_target, time_to_target
@@ -49,6 +50,24 @@ def test_dropout_knobs_are_separate_and_change_mid_run(family):
         assert torch.equal(model(input_ids=ids, **kw).logits, model(input_ids=ids, **kw).logits)
         set_dropout(model, residual=0.5)
         assert not torch.equal(model(input_ids=ids, **kw).logits, model(input_ids=ids, **kw).logits)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_attention_dropout_acts_in_training_mode_only(family):
+    """By its effect, on the gated attention training runs through: two forward passes differ in training
+    mode and are identical in eval mode, where they equal the model without dropout."""
+    model = install(build(family))
+    inputs = {k: v for k, v in batch_for(family).items() if k != "labels"}
+    set_dropout(model, attention=0.0, residual=0.0)
+    with torch.no_grad():
+        clean = model(**inputs).logits
+        model.train()
+        assert torch.equal(model(**inputs).logits, model(**inputs).logits)  # nothing random left: no other dropout
+        set_dropout(model, attention=0.5)
+        first, second = model(**inputs).logits, model(**inputs).logits
+        assert not torch.allclose(first, second, atol=1e-4) and not torch.allclose(first, clean, atol=1e-4)
+        model.eval()
+        assert torch.equal(model(**inputs).logits, clean) and torch.equal(model(**inputs).logits, clean)
 
 
 def test_time_and_steps_to_target():

@@ -61,37 +61,46 @@ class _Gates(Hook):
         self.p = p
         self.dist = HardConcrete(p.temperature, tuple(p.stretch))
         self.log_alpha: dict[str, torch.nn.Parameter] = {}
-        self._attached = None
-        self._pending: dict | None = None
+        self._optimizer: torch.optim.Optimizer | None = None  # the one the gate parameters belong to
+        self._saved: dict | None = None  # a checkpoint's state, until on_resume re-attaches it
 
-    def _ensure(self, trainer) -> None:
-        if self._attached is trainer.optimizer:
-            return
-        if not self.log_alpha:
-            self.log_alpha = {
-                name: torch.nn.Parameter(torch.full((len(kept),), float(self.p.init)))
-                for name, kept in head_layout(trainer.model).items()
-                if kept
-            }
-        params = list(self.log_alpha.values())
+    def _attach(self, trainer, log_alpha: dict[str, list[float]], moments: dict[str, dict]) -> None:
+        """Gate parameters in the model's site order, as their own optimizer group (own base rate, no decay).
+
+        Site order, not the order a checkpoint's JSON lists them in (sorted keys): sampling draws the noise
+        site by site from one random stream, so another order gives other gates after a resume.
+        """
+        self.log_alpha = {
+            name: torch.nn.Parameter(torch.tensor(log_alpha[name], dtype=torch.float32))
+            for name in head_layout(trainer.model)
+            if name in log_alpha
+        }
         base = self.p.lr or trainer.cfg.train.lr
-        trainer.optimizer.add_param_group({"params": params, "lr": base, "base_lr": base, "weight_decay": 0.0})
-        if self._pending:
-            for name, param in self.log_alpha.items():
-                saved = self._pending["optimizer"].get(name)
-                if saved:
-                    trainer.optimizer.state[param] = {k: torch.tensor(v, dtype=torch.float32) for k, v in saved.items()}
-        self._attached = trainer.optimizer
+        trainer.optimizer.add_param_group(
+            {"params": list(self.log_alpha.values()), "lr": base, "base_lr": base, "weight_decay": 0.0}
+        )
+        for name, param in self.log_alpha.items():
+            if moments.get(name):
+                trainer.optimizer.state[param] = {
+                    k: torch.tensor(v, dtype=torch.float32) for k, v in moments[name].items()
+                }
+        self._optimizer = trainer.optimizer
 
     def on_start(self, trainer) -> None:
-        self._ensure(trainer)
+        init = {name: [float(self.p.init)] * len(kept) for name, kept in head_layout(trainer.model).items() if kept}
+        self._attach(trainer, init, {})
         self._set(trainer, self.dist.deterministic)
+
+    def on_resume(self, trainer) -> None:
+        # Before the first step, so the schedule sets this group's rate on it too (attaching lazily in
+        # before_step ran one update at the unscheduled base rate: the resumed run drifted from step 12).
+        self._attach(trainer, self._saved["log_alpha"], self._saved["optimizer"])
+        self._saved = None
 
     def _set(self, trainer, fn) -> None:
         set_gates(trainer.model, {name: fn(la) for name, la in self.log_alpha.items()})
 
     def before_step(self, trainer) -> None:
-        self._ensure(trainer)
         self._set(trainer, self.dist.sample)
 
     def penalty(self, trainer):
@@ -117,19 +126,16 @@ class _Gates(Hook):
         )
 
     def state_dict(self) -> dict:
+        # JSON holds float32 values exactly (each is a double in between), so the round trip is bit for bit.
         opt = {}
-        if self._attached is not None:
+        if self._optimizer is not None:
             for name, param in self.log_alpha.items():
-                state = self._attached.state.get(param, {})
+                state = self._optimizer.state.get(param, {})
                 opt[name] = {k: v.tolist() for k, v in state.items() if torch.is_tensor(v)}
         return {"log_alpha": {k: v.detach().tolist() for k, v in self.log_alpha.items()}, "optimizer": opt}
 
     def load_state_dict(self, state: dict) -> None:
-        self.log_alpha = {
-            k: torch.nn.Parameter(torch.tensor(v, dtype=torch.float32)) for k, v in state["log_alpha"].items()
-        }
-        self._pending = state
-        self._attached = None
+        self._saved = state
 
 
 def _fold_gates(model, values: dict[str, torch.Tensor]) -> None:

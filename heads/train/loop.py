@@ -1,7 +1,7 @@
 """The training engine: AdamW, schedule, clipping, seeded determinism, checkpoints, exact resume, hooks.
 
 Strategies act between steps through :class:`Hook` (``on_start``,
-``on_step_end``, ``on_end``) and may prune heads physically mid-run with
+``on_step_end``, ``on_end``; ``on_resume`` after a checkpoint is restored) and may prune heads physically mid-run with
 :meth:`Trainer.prune`, which slices the optimizer state with the weights.
 """
 
@@ -48,6 +48,10 @@ class Hook:
         return None
 
     def on_step_end(self, trainer: Trainer) -> None: ...
+
+    def on_resume(self, trainer: Trainer) -> None:
+        """After a resume has restored this hook's state, the model and the optimizer, before the first step:
+        re-attach what the checkpointed model and optimizer do not carry (e.g. extra parameter groups)."""
 
     def on_end(self, trainer: Trainer) -> None: ...
 
@@ -122,6 +126,8 @@ class Trainer:
         self.metrics.truncate_after(self.step)
         self.events.truncate_after(self.step)
         self._update_cost()
+        for hook in self.hooks:
+            hook.on_resume(self)
         return True
 
     def save_checkpoint(self) -> None:
