@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from heads.cli.common import add_run_options, fail, load_for_task, parse_params, resolve_source, scoring_batches
+from heads.env import with_environment
 
 
 def cmd_speed(args: argparse.Namespace) -> int:
@@ -76,7 +77,7 @@ def cmd_speed(args: argparse.Namespace) -> int:
             mean_len=sum(_width(b) for b in batches[r["batch"]]) / len(batches[r["batch"]]),
         )
     if args.out:
-        write_json(args.out, rows)
+        write_json(args.out, with_environment({"rows": rows}, model))
     print(
         f"{'ratio':>6} {'batch':>5} {'heads':>5} {'params':>11} {'ex/s':>9} {'speedup':>8} {'min':>6} "
         f"{'cpu':>6} {'load':>5}"
@@ -122,7 +123,7 @@ def cmd_roles(args: argparse.Namespace) -> int:
         threshold=args.threshold,
     )
     if args.out:
-        write_json(args.out, result)
+        write_json(args.out, with_environment(result, loaded.model))
     print(f"{'site':<12} {'head':>4} {'conf':>6} {'pos':>6} kept")
     for r in table:
         pos = f"{r.positional:.3f}" if r.positional is not None else "-"

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from heads.cli.common import add_run_options, fail, load_for_task, parse_params, resolve_source, scoring_batches
+from heads.env import with_environment
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -54,7 +55,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         "scores": {site: {"heads": layout[site], "values": v.tolist()} for site, v in scores.items()},
     }
     if args.out:
-        write_json(args.out, result)
+        write_json(args.out, with_environment(result, loaded.model))
     print(json.dumps(result, indent=2))
     return 0
 
@@ -112,11 +113,11 @@ def cmd_prune(args: argparse.Namespace) -> int:
         loaded.tokenizer.save_pretrained(args.out)
         write_json(
             Path(args.out) / "pruning.json",
-            {"strategy": args.strategy, "params": parse_params(args.param), "removed": remove},
+            with_environment({"strategy": args.strategy, "params": parse_params(args.param), "removed": remove}, model),
         )
         if args.evaluate:
             result = loaded.task.evaluate(model, loaded.cfg, loaded.tokenizer, loaded.cfg.eval.split)
-            write_json(Path(args.out) / "eval.json", result)
+            write_json(Path(args.out) / "eval.json", with_environment(result, model))
             print(json.dumps(result, indent=2))
     print(markdown(site_table(model, args.seq_len)), end="")
     return 0
@@ -140,7 +141,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
         "heads": [asdict(r) for r in table.rows],
         "all_but_one": {site: asdict(r) for site, r in all_but_one(loaded.model, batches, chunk=args.chunk).items()},
     }
-    write_json(args.out, result)
+    write_json(args.out, with_environment(result, loaded.model))
     significant = sum(r.significant for r in table.rows)
     print(f"{len(table.rows)} heads ablated one at a time; {significant} change the loss significantly -> {args.out}")
     return 0
@@ -165,7 +166,8 @@ def cmd_curve(args: argparse.Namespace) -> int:
     points = strategy.curve(loaded.model, batches, evaluate)
     write_json(
         args.out,
-        {"strategy": "iterative", "params": parse_params(args.param), "metric": loaded.task.metric, "points": points},
+        with_environment({"strategy": "iterative", "params": parse_params(args.param), "metric": loaded.task.metric,
+                          "points": points}, loaded.model),
     )
     for p in points:
         print(f"{p['ratio']:.3f} pruned: {loaded.task.metric} {p[loaded.task.metric]:.4f}")
