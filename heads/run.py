@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from heads.config import RunConfig
+from heads.env import environment, with_environment
 from heads.flops import count_params
 from heads.io import read_jsonl, write_json
 from heads.surgery import head_layout, save
@@ -56,7 +57,7 @@ def train_run(cfg: RunConfig, out: Path) -> dict[str, Any]:
         stats = trainer.train()
     except NonFiniteLoss as exc:
         summary = {"status": "diverged", "message": str(exc), "task": cfg.task, "step": trainer.step}
-        write_json(summary_file, summary)
+        write_json(summary_file, with_environment(summary, trainer.model))
         raise
     model_dir = save(trainer.model, out / "model")
     trainer.tokenizer.save_pretrained(model_dir)
@@ -78,6 +79,7 @@ def train_run(cfg: RunConfig, out: Path) -> dict[str, Any]:
         "head_layout": layout,
         "flops_per_token": trainer.flops_per_token,
         "run": cfg.run,
+        "environment": environment(trainer.model),
     }
     if cfg.train.target is not None:
         summary["target"] = cfg.train.target

@@ -14,8 +14,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = shutil.which("snakemake")
-# Names of measured times, rates and memory: every other number a run writes must repeat exactly.
-TIMING = re.compile(r"seconds|wall|per_s|time|ttt_|throughput|speed|peak_mem|resumed|repeats")
+# Names of measured times, rates and memory, and the environment record (machine and versions, which say where
+# a number came from, not what it is): every other number a run writes must repeat exactly.
+TIMING = re.compile(r"seconds|wall|per_s|time|ttt_|throughput|speed|peak_mem|resumed|repeats|^environment$")
 
 
 def copy_repo(dest: Path, results: bool = False) -> Path:

@@ -77,7 +77,7 @@ def test_speed_rows_and_fields(saved, cli, tmp_path):
     assert cli(["speed", str(saved["full"]), "--task", "lm", "--preset", "smoke", saved["data"],
                 "--ratios", "0.5", "--batches", "1", "4", "--repeats", "2", "--examples", "4", "--warmup", "0",
                 "--out", str(out)]) == 0
-    rows = json.loads(out.read_text())
+    rows = json.loads(out.read_text())["rows"]
     assert sorted((r["ratio"], r["batch"]) for r in rows) == [(0.0, 1), (0.0, 4), (0.5, 1), (0.5, 4)]
     for r in rows:
         assert {"ratio", "batch", "examples_per_s", "seconds", "params", "heads", "speedup", "load_avg",
@@ -100,7 +100,7 @@ def test_speed_by_importance_prunes_a_layout_of_that_size(saved, cli, tmp_path):
     assert cli(["speed", str(saved["full"]), "--task", "lm", "--preset", "smoke", saved["data"],
                 "--ratios", "0.25", "--batches", "2", "--repeats", "1", "--examples", "2", "--warmup", "0",
                 "--scorer", "importance", "--score-batches", "1", "--out", str(out)]) == 0
-    rows = json.loads(out.read_text())
+    rows = json.loads(out.read_text())["rows"]
     assert [(r["ratio"], r["heads"], r["scorer"]) for r in rows] == [(0.0, 8, "importance"), (0.25, 6, "importance")]
 
 

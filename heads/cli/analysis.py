@@ -18,6 +18,7 @@ from heads.cli.common import (
     scoring_batches,
     with_identity,
 )
+from heads.env import with_environment
 
 
 def cmd_speed(args: argparse.Namespace) -> int:
@@ -85,7 +86,7 @@ def cmd_speed(args: argparse.Namespace) -> int:
             mean_len=sum(_width(b) for b in batches[r["batch"]]) / len(batches[r["batch"]]),
         )
     if args.out:
-        write_json(args.out, with_identity(args, {"rows": rows}) if args.identity is not None else rows)
+        write_json(args.out, with_identity(args, with_environment({"rows": rows}, model)))
     print(
         f"{'ratio':>6} {'batch':>5} {'heads':>5} {'params':>11} {'ex/s':>9} {'speedup':>8} {'min':>6} "
         f"{'cpu':>6} {'load':>5}"
@@ -131,7 +132,7 @@ def cmd_roles(args: argparse.Namespace) -> int:
         threshold=args.threshold,
     )
     if args.out:
-        write_json(args.out, with_identity(args, result))
+        write_json(args.out, with_identity(args, with_environment(result, loaded.model)))
     print(f"{'site':<12} {'head':>4} {'conf':>6} {'pos':>6} kept")
     for r in table:
         pos = f"{r.positional:.3f}" if r.positional is not None else "-"

@@ -17,6 +17,7 @@ from heads.cli.common import (
     scoring_batches,
     with_identity,
 )
+from heads.env import with_environment
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -63,7 +64,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         "scores": {site: {"heads": layout[site], "values": v.tolist()} for site, v in scores.items()},
     }
     if args.out:
-        write_json(args.out, result)
+        write_json(args.out, with_environment(result, loaded.model))
     print(json.dumps(result, indent=2))
     return 0
 
@@ -121,12 +122,13 @@ def cmd_prune(args: argparse.Namespace) -> int:
         loaded.tokenizer.save_pretrained(args.out)
         write_json(
             Path(args.out) / "pruning.json",
-            {"strategy": args.strategy, "params": parse_params(args.param), "removed": remove},
+            with_environment({"strategy": args.strategy, "params": parse_params(args.param), "removed": remove}, model),
         )
         if args.evaluate:
             result = loaded.task.evaluate(model, loaded.cfg, loaded.tokenizer, loaded.cfg.eval.split)
-            write_json(Path(args.out) / "eval.json", result)
-            write_json(Path(args.out) / "summary.json", _pruned_summary(args, loaded, model, result))
+            write_json(Path(args.out) / "eval.json", with_environment(result, model))
+            write_json(Path(args.out) / "summary.json",
+                       with_environment(_pruned_summary(args, loaded, model, result), model))
             print(json.dumps(result, indent=2))
     print(markdown(site_table(model, args.seq_len)), end="")
     return 0
@@ -176,7 +178,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
         "heads": [asdict(r) for r in table.rows],
         "all_but_one": {site: asdict(r) for site, r in all_but_one(loaded.model, batches, chunk=args.chunk).items()},
     })
-    write_json(args.out, result)
+    write_json(args.out, with_environment(result, loaded.model))
     significant = sum(r.significant for r in table.rows)
     print(f"{len(table.rows)} heads ablated one at a time; {significant} change the loss significantly -> {args.out}")
     return 0
@@ -201,8 +203,8 @@ def cmd_curve(args: argparse.Namespace) -> int:
     points = strategy.curve(loaded.model, batches, evaluate)
     write_json(
         args.out,
-        with_identity(args, {"strategy": "iterative", "params": parse_params(args.param),
-                             "metric": loaded.task.metric, "points": points}),
+        with_identity(args, with_environment({"strategy": "iterative", "params": parse_params(args.param),
+                                              "metric": loaded.task.metric, "points": points}, loaded.model)),
     )
     for p in points:
         print(f"{p['ratio']:.3f} pruned: {loaded.task.metric} {p[loaded.task.metric]:.4f}")

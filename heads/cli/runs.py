@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from heads.cli.common import add_identity_option, add_run_options, fail, load_for_task, run_config
+from heads.env import with_environment
 
 
 def cmd_data_prepare(args: argparse.Namespace) -> int:
@@ -58,7 +59,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     loaded = load_for_task(args)
     result = loaded.task.evaluate(loaded.model, loaded.cfg, loaded.tokenizer, args.split or loaded.cfg.eval.split)
     if args.out:
-        write_json(args.out, result)
+        write_json(args.out, with_environment(result, loaded.model))
     print(json.dumps(result, indent=2))
     return 0
 
