@@ -15,11 +15,11 @@ from datasets import Dataset, Value
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
+from heads.config import MIN_VOCAB
 from heads.data.prepare import load_prepared
 
 SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>", "<unk>")
 PAD_ID, EOS_ID, BOS_ID, UNK_ID = range(len(SPECIAL_TOKENS))
-_MIN_VOCAB = 256 + len(SPECIAL_TOKENS) + 1  # the byte alphabet and the special tokens come first
 
 
 def text_columns(data: Dataset) -> list[str]:
@@ -38,8 +38,8 @@ def texts(data: Dataset, batch_size: int = 1000) -> Iterator[str]:
 
 def train(data: Dataset, vocab_size: int) -> Tokenizer:
     """A byte-level BPE tokenizer with the fixed special tokens, trained on ``data``."""
-    if vocab_size < _MIN_VOCAB:
-        raise ValueError(f"vocab_size must be at least {_MIN_VOCAB} (256 bytes + special tokens), got {vocab_size}")
+    if vocab_size < MIN_VOCAB:
+        raise ValueError(f"vocab_size must be at least {MIN_VOCAB} (256 bytes + special tokens), got {vocab_size}")
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
