@@ -17,12 +17,13 @@ from datasets import ClassLabel, Dataset, DatasetDict, Features, Value, load_dat
 from datasets.exceptions import DatasetNotFoundError
 
 from heads.data.corpora import SPLITS
+from heads.io import InputError
 
 MNLI_LABELS = ("entailment", "neutral", "contradiction")
 OFFLINE_HINT = "use the offline corpus: data.source=offline"
 
 
-class HubUnavailableError(RuntimeError):
+class HubUnavailableError(InputError, RuntimeError):
     """A hub dataset could not be reached (no network, offline mode, or no such repository)."""
 
 

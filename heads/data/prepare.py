@@ -18,13 +18,14 @@ from pathlib import Path
 from datasets import DatasetDict, load_from_disk
 
 from heads.data import corpora, hub
+from heads.io import InputError
 
 SOURCES = ("offline", "hub")
 CHECKSUM = "CHECKSUM"
 MANIFEST = "SOURCE.json"
 
 
-class CorruptDataError(RuntimeError):
+class CorruptDataError(InputError, RuntimeError):
     """A prepared folder whose files do not match its checksum (truncated, edited or incomplete)."""
 
 
