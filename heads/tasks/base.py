@@ -81,7 +81,7 @@ class Task(ABC):
         out = self.encode(cfg, tokenizer, split)
         if not out:
             rows = len(self.splits(cfg)[split])
-            raise ValueError(
+            raise InputError(
                 f"task {self.name}: the {split!r} split of {self.data_path(cfg)} ({rows} rows) yields no example "
                 f"at data.seq_len={cfg.data.seq_len}: {self.empty_hint}"
             )
