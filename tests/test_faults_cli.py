@@ -36,6 +36,7 @@ def tree(path: Path) -> dict[str, str]:
 
 def refused(argv: list[str], capsys, *fragments: str) -> str:
     """Run ``heads argv``: it must exit 2 with one stderr line holding every fragment, and no traceback."""
+    capsys.readouterr()  # what came before is not this command's output
     with pytest.raises(SystemExit) as exc:
         main(argv)
     err = capsys.readouterr().err

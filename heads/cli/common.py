@@ -124,7 +124,12 @@ def load_for_task(args: argparse.Namespace, head: bool = True) -> Loaded:
         from heads.train.checkpoint import check_identity, model_shape
 
         # The model folder must be the one this run trained (a swapped-in model would be scored as this run's).
-        check_identity(run_dir / "checkpoint", {"model": model_shape(model)}, against=f"model in {model_dir}")
+        check_identity(
+            run_dir / "checkpoint",
+            {"model": model_shape(model)},
+            against=f"model in {model_dir}",
+            hint="that model is not the one this run trained",
+        )
     return Loaded(model, tokenizer, cfg, task)
 
 

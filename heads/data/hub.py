@@ -166,7 +166,7 @@ def load_raw(spec: HubDataset, path: str | os.PathLike | None = None, cache_dir:
             cause = e
             while cause.__cause__ is not None or cause.__context__ is not None:
                 cause = cause.__cause__ or cause.__context__
-            where = _first_bad_json(folder) or f"{folder} ({type(cause).__name__}: {cause})"
+            where = _first_bad_json(folder) or _first_empty(folder) or f"{folder} ({type(cause).__name__}: {cause})"
             raise DataError(f"{spec.description}: cannot read {where}; fix or remove that file") from e
     kwargs.update(data_files=spec.data_files, revision=spec.revision)
     try:
@@ -218,6 +218,14 @@ def load(
 
 
 TEXT_SUFFIXES = (".json", ".jsonl", ".txt", ".csv", ".tsv")
+
+
+def _first_empty(folder: Path) -> str | None:
+    """``<file> (empty)`` for the first text data file under ``folder`` without a single non-blank line."""
+    for file in sorted(f for f in folder.rglob("*") if f.is_file() and f.suffix in TEXT_SUFFIXES):
+        if not file.read_bytes().strip():
+            return f"{file} (empty: its split would have no rows)"
+    return None
 
 
 def _first_bad_json(folder: Path) -> str | None:

@@ -58,7 +58,12 @@ def run_identity(model: nn.Module, tokenizer: Any, data_checksum: str | None) ->
     return {"model": model_shape(model), "tokenizer": tokenizer_checksum(tokenizer), "data": data_checksum}
 
 
-def check_identity(path: Path, expected: dict[str, Any], against: str = "config") -> None:
+def check_identity(
+    path: Path,
+    expected: dict[str, Any],
+    against: str = "config",
+    hint: str = "train into a new --out, or delete the run folder to start over",
+) -> None:
     """Refuse ``path`` for a run of another identity, naming what differs (checkpoint vs ``against``); only the
     keys of ``expected`` count. Checkpoints written before identities were recorded are checked on the model
     shape alone."""
@@ -80,10 +85,7 @@ def check_identity(path: Path, expected: dict[str, Any], against: str = "config"
             problems.append(f"{key} checksum {str(found[key])[:12]} vs {str(expected.get(key))[:12]}")
     if problems:
         raise CheckpointError(
-            f"{path} was written by another run than the {against} describes: checkpoint vs {against}: "
-            f"{'; '.join(problems)}. "
-            + ("Train into a new --out, or delete the run folder to start over" if against == "config"
-               else f"the {against} is not the one this run trained")
+            f"{path} belongs to another run than the {against}: checkpoint vs {against}: {'; '.join(problems)}; {hint}"
         )
 
 
