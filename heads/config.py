@@ -222,6 +222,7 @@ def from_dict(data: dict) -> RunConfig:
 
 def validate(config: RunConfig) -> None:
     """Cross-field checks that types alone cannot express."""
+    check_ranges(config)
     m, t = config.model, config.train
     if m.family not in ("llama", "bert", "marian"):
         raise ConfigError(f"model.family: {m.family!r} is not one of ['bert', 'llama', 'marian']")
@@ -255,3 +256,41 @@ def validate(config: RunConfig) -> None:
                 )
     if config.data.batch_size < 1 or config.data.seq_len < 2:
         raise ConfigError("data.batch_size must be >= 1 and data.seq_len >= 2")
+
+
+# -- value ranges: every value checked when the config resolves, so nothing fails after training -----------------
+SPLITS = ("train", "validation", "test")
+MIN_VOCAB = 256 + 4 + 1  # a byte-level BPE: the 256 bytes and the 4 special tokens come first, then one merge
+
+
+def check_ranges(config: RunConfig) -> None:
+    """Sizes, rates and counts within their ranges; a ConfigError names the key, the value and what is allowed."""
+    import math
+
+    m, d, t, e = config.model, config.data, config.train, config.eval
+
+    def need(ok: bool, key: str, value: Any, allowed: str) -> None:
+        if not ok:
+            raise ConfigError(f"{key}: {value!r} is not allowed; it must be {allowed}")
+
+    for name in ("layers", "d", "heads", "max_len"):
+        need(getattr(m, name) >= 1, f"model.{name}", getattr(m, name), ">= 1")
+    for name in ("kv_heads", "ff"):
+        need(getattr(m, name) >= 0, f"model.{name}", getattr(m, name), ">= 0 (0: the default)")
+    if m.source != "minilm":  # the task's own BPE tokenizer is trained at model.vocab (a pretrained one brings its own)
+        need(m.vocab >= MIN_VOCAB, "model.vocab", m.vocab, f">= {MIN_VOCAB} (256 bytes + 4 special tokens + a merge)")
+    need(d.limit is None or d.limit >= 1, "data.limit", d.limit, ">= 1 rows per split, or null for all")
+    need(math.isfinite(t.lr) and t.lr > 0, "train.lr", t.lr, "a finite number > 0")
+    need(all(math.isfinite(b) and 0 <= b < 1 for b in t.betas), "train.betas", list(t.betas), "two numbers in [0, 1)")
+    for name in ("eps", "weight_decay", "clip"):
+        value = getattr(t, name)
+        need(math.isfinite(value) and value >= 0, f"train.{name}", value, "a finite number >= 0")
+    need(t.warmup >= 0, "train.warmup", t.warmup, ">= 0")
+    need(t.threads >= 1, "train.threads", t.threads, ">= 1")
+    need(t.seed >= 0, "train.seed", t.seed, ">= 0")
+    need(t.target is None or math.isfinite(t.target), "train.target", t.target, "a finite number or null")
+    bad = [s for s in t.snapshots if isinstance(s, bool) or not isinstance(s, int) or not 1 <= s <= t.steps]
+    need(not bad, "train.snapshots", bad, f"steps between 1 and train.steps={t.steps}")
+    need(e.split in SPLITS, "eval.split", e.split, f"one of {list(SPLITS)}")
+    for name in ("beams", "max_new_tokens", "max_examples"):
+        need(getattr(e, name) >= 1, f"eval.{name}", getattr(e, name), ">= 1")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterable
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +44,47 @@ def write_json(path: str | Path, data: Any) -> Path:
     return write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def read_jsonl(path: str | Path) -> list[dict]:
+class InputError(ValueError):
+    """Bad input the user can fix (a file, folder, key or value); the message names it and what to do.
+    The command line prints it as one line and exits with status 2."""
+
+
+class BadFileError(InputError):
+    """A file that cannot be read as what it should be (truncated, edited, torn); the message names it."""
+
+
+def read_json(path: str | Path, what: str = "JSON") -> Any:
+    """The JSON in ``path``; a truncated or edited file is a ``BadFileError`` naming the file and line."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except UnicodeDecodeError as exc:
+        raise BadFileError(f"{path}: not {what} (bytes that are not UTF-8 at {exc.start})") from exc
+    except json.JSONDecodeError as exc:
+        raise BadFileError(f"{path}, line {exc.lineno}: not {what} ({exc.msg})") from exc
+
+
+def read_jsonl(path: str | Path, torn_tail_ok: bool = False) -> list[dict]:
+    """JSON lines; a line that is not a JSON object is a ``BadFileError`` naming the file and line.
+
+    ``torn_tail_ok``: drop an unreadable *last* line instead, the trace of a process killed mid-write
+    (nothing after the last checkpoint is kept on resume anyway)."""
     path = Path(path)
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = [(n, line) for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
+    out = []
+    for i, (n, line) in enumerate(lines):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if torn_tail_ok and i == len(lines) - 1:
+                break
+            raise BadFileError(f"{path}, line {n}: not a JSON object ({exc.msg})") from exc
+        if not isinstance(record, dict):
+            raise BadFileError(f"{path}, line {n}: not a JSON object ({type(record).__name__})")
+        out.append(record)
+    return out
 
 
 def replace_dir(tmp: Path, path: Path) -> Path:
@@ -68,3 +106,47 @@ def replace_dir(tmp: Path, path: Path) -> Path:
 def temp_dir_beside(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+
+
+# -- output folders: a command replaces only what it wrote ----------------------------------------------------------
+class OutputConflict(InputError):
+    """An output folder holding something the command did not write (or the very source it reads)."""
+
+
+# What a training run folder holds (docs/RUN_LAYOUT.md), and what a model folder holds (safetensors, configs,
+# tokenizer files; a pruned model also its pruning.json and eval.json).
+RUN_ENTRIES = ("config.json", "metrics.jsonl", "events.jsonl", "summary.json", "checkpoint", "model", "snapshots")
+MODEL_ENTRIES = (
+    "config.json", "generation_config.json", "model*.safetensors", "model.safetensors.index.json", "tokenizer*.json",
+    "special_tokens_map.json", "added_tokens.json", "vocab.txt", "vocab.json", "merges.txt", "*.model",
+    "chat_template.*", "pruning.json", "eval.json",
+)
+
+
+def strays(folder: Path, patterns: Iterable[str]) -> list[str]:
+    """Entries of ``folder`` that match none of ``patterns`` (nor their hidden temporary names ``.NAME.*``)."""
+    patterns = tuple(patterns)
+    return sorted(
+        name
+        for name in os.listdir(folder)
+        if not any(fnmatch(name, p) or fnmatch(name, f".{p}.*") for p in patterns)
+    )
+
+
+def check_output_folder(folder: Path, patterns: Iterable[str], command: str, hint: str) -> None:
+    """Refuse an existing ``folder`` that is a file or holds entries ``command`` does not write
+    (``hint``: what to do instead)."""
+    if not folder.exists():
+        return
+    if not folder.is_dir():
+        raise OutputConflict(f"{command}: {folder} is a file, not an output folder; {hint}")
+    found = strays(folder, patterns)
+    if found:
+        shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        raise OutputConflict(f"{command}: {folder} holds {shown}, which {command} did not write; {hint}")
+
+
+def contains(outer: Path, inner: Path) -> bool:
+    """Whether ``inner`` is ``outer`` or lies inside it (both resolved)."""
+    outer, inner = Path(outer).resolve(), Path(inner).resolve()
+    return outer == inner or outer in inner.parents

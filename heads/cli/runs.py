@@ -7,7 +7,15 @@ import json
 import sys
 from pathlib import Path
 
-from heads.cli.common import add_identity_option, add_run_options, fail, load_for_task, run_config
+from heads.cli.common import (
+    add_identity_option,
+    add_run_options,
+    check_out_file,
+    check_split,
+    fail,
+    load_for_task,
+    run_config,
+)
 from heads.env import with_environment
 
 
@@ -56,8 +64,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from heads.io import write_json
 
+    split = check_split(args.split) if args.split else None
+    check_out_file(args.out)
     loaded = load_for_task(args)
-    result = loaded.task.evaluate(loaded.model, loaded.cfg, loaded.tokenizer, args.split or loaded.cfg.eval.split)
+    result = loaded.task.evaluate(loaded.model, loaded.cfg, loaded.tokenizer, split or loaded.cfg.eval.split)
     if args.out:
         write_json(args.out, with_environment(result, loaded.model))
     print(json.dumps(result, indent=2))

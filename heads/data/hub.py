@@ -17,12 +17,17 @@ from datasets import ClassLabel, Dataset, DatasetDict, Features, Value, load_dat
 from datasets.exceptions import DatasetNotFoundError
 
 from heads.data.corpora import SPLITS
+from heads.io import InputError
 
 MNLI_LABELS = ("entailment", "neutral", "contradiction")
 OFFLINE_HINT = "use the offline corpus: data.source=offline"
 
 
-class HubUnavailableError(RuntimeError):
+class DataError(InputError):
+    """Source data that cannot become a corpus (unreadable file, missing or empty split); names the file."""
+
+
+class HubUnavailableError(InputError, RuntimeError):
     """A hub dataset could not be reached (no network, offline mode, or no such repository)."""
 
 
@@ -120,10 +125,10 @@ def dataset_for(task: str, dataset: str | None = None) -> HubDataset:
     """The hub dataset ``dataset`` (default: the task's paper-scale default), checked against ``task``."""
     name = dataset or DEFAULT.get(task)
     if name not in HUB:
-        raise ValueError(f"unknown hub dataset {name!r} for task {task!r}; known: {sorted(HUB)}")
+        raise DataError(f"unknown hub dataset {name!r} for task {task!r}; known: {sorted(HUB)}")
     spec = HUB[name]
     if spec.task != task:
-        raise ValueError(f"hub dataset {name!r} is for task {spec.task!r}, not {task!r}")
+        raise DataError(f"hub dataset {name!r} is for task {spec.task!r}, not {task!r}")
     return spec
 
 
@@ -153,7 +158,16 @@ def load_raw(spec: HubDataset, path: str | os.PathLike | None = None, cache_dir:
         layout = _local_layout(folder, spec)
         if layout is not None:
             kwargs["data_files"] = layout
-        return load_dataset(where, **kwargs)
+        try:
+            return load_dataset(where, **kwargs)
+        except (UnicodeDecodeError, InputError):
+            raise
+        except Exception as e:  # datasets wraps a parse error in several layers; the innermost says what
+            cause = e
+            while cause.__cause__ is not None or cause.__context__ is not None:
+                cause = cause.__cause__ or cause.__context__
+            where = _first_bad_json(folder) or _first_empty(folder) or f"{folder} ({type(cause).__name__}: {cause})"
+            raise DataError(f"{spec.description}: cannot read {where}; fix or remove that file") from e
     kwargs.update(data_files=spec.data_files, revision=spec.revision)
     try:
         return load_dataset(where, **kwargs)
@@ -168,7 +182,7 @@ def normalise(raw: DatasetDict, spec: HubDataset, limit: int | None = None) -> D
     """The task's columns for each of train/validation/test; ``limit`` keeps the first rows of each split."""
     missing = [split for split in SPLITS if split not in raw]
     if missing:
-        raise ValueError(f"{spec.description}: split(s) {missing} missing; found {sorted(raw)}")
+        raise DataError(f"{spec.description}: split(s) {missing} missing; found {sorted(raw)}")
     out = {}
     for split in SPLITS:
         data: Dataset = raw[split]
@@ -197,13 +211,39 @@ def load(
     except UnicodeDecodeError as e:
         # The Arrow readers keep the bytes; they fail only when rows are decoded, far from the file.
         where = _first_non_utf8(Path(path).expanduser()) if path is not None else None
-        raise ValueError(
+        raise DataError(
             f"{spec.description}: {where or 'a data file'} holds bytes that are not UTF-8 ({e.reason}, byte "
             f"{e.object[e.start:e.start + 1]!r}); re-encode it as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
         ) from e
 
 
 TEXT_SUFFIXES = (".json", ".jsonl", ".txt", ".csv", ".tsv")
+
+
+def _first_empty(folder: Path) -> str | None:
+    """``<file> (empty)`` for the first text data file under ``folder`` without a single non-blank line."""
+    for file in sorted(f for f in folder.rglob("*") if f.is_file() and f.suffix in TEXT_SUFFIXES):
+        if not file.read_bytes().strip():
+            return f"{file} (empty: its split would have no rows)"
+    return None
+
+
+def _first_bad_json(folder: Path) -> str | None:
+    """``<file>, line <n> (<why>)`` of the first JSON-lines row under ``folder`` that is not a JSON object."""
+    import json
+
+    for file in sorted(f for f in folder.rglob("*.jsonl") if f.is_file()):
+        with file.open("rb") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError as e:
+                    return f"{file}, line {n} (not JSON: {e})"
+                if not isinstance(row, dict):
+                    return f"{file}, line {n} (a {type(row).__name__}, not an object)"
+    return None
 
 
 def _first_non_utf8(folder: Path) -> str | None:

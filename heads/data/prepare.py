@@ -18,13 +18,15 @@ from pathlib import Path
 from datasets import DatasetDict, load_from_disk
 
 from heads.data import corpora, hub
+from heads.data.hub import DataError
+from heads.io import InputError, read_json
 
 SOURCES = ("offline", "hub")
 CHECKSUM = "CHECKSUM"
 MANIFEST = "SOURCE.json"
 
 
-class CorruptDataError(RuntimeError):
+class CorruptDataError(InputError, RuntimeError):
     """A prepared folder whose files do not match its checksum (truncated, edited or incomplete)."""
 
 
@@ -38,7 +40,7 @@ def folder_name(task: str, source: str, limit: int | None = None, dataset: str |
     return "-".join(parts)
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -50,7 +52,7 @@ def _listing(folder: Path) -> str:
     """sha256sum-style lines for the files ``save_to_disk`` wrote (everything present before CHECKSUM)."""
     files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
     files = [f for f in files if f not in (CHECKSUM, MANIFEST)]
-    return "".join(f"{_sha256(folder / f)}  {f}\n" for f in files)
+    return "".join(f"{sha256_file(folder / f)}  {f}\n" for f in files)
 
 
 def checksum(path: str | os.PathLike) -> str:
@@ -72,7 +74,7 @@ def verify(path: str | os.PathLike) -> str:
         file = folder / name
         if not file.is_file():
             bad.append(f"{name} (missing)")
-        elif _sha256(file) != expected:
+        elif sha256_file(file) != expected:
             bad.append(f"{name} (sha256 differs)")
     if bad:
         raise CorruptDataError(
@@ -85,9 +87,9 @@ def verify(path: str | os.PathLike) -> str:
 def _check_splits(data: DatasetDict, what: str) -> None:
     for split in corpora.SPLITS:
         if split not in data:
-            raise ValueError(f"{what}: no {split!r} split (found {sorted(data)})")
+            raise DataError(f"{what}: no {split!r} split (found {sorted(data)})")
         if len(data[split]) == 0:
-            raise ValueError(f"{what}: the {split!r} split is empty, so nothing could train or be evaluated on it")
+            raise DataError(f"{what}: the {split!r} split is empty, so nothing could train or be evaluated on it")
 
 
 def build(
@@ -101,11 +103,11 @@ def build(
     """The normalised DatasetDict, not written anywhere."""
     if source == "offline":
         if hub_path is not None or dataset is not None:
-            raise ValueError("hub_path and dataset apply to source='hub' only")
+            raise DataError("hub_path and dataset apply to source='hub' only")
         return corpora.build(task, limit=limit)
     if source == "hub":
         return hub.load(task, dataset=dataset, path=hub_path, limit=limit, cache_dir=cache_dir)
-    raise ValueError(f"unknown data source {source!r}; valid: {list(SOURCES)}")
+    raise DataError(f"unknown data source {source!r}; valid: {list(SOURCES)}")
 
 
 def prepare(
@@ -119,13 +121,13 @@ def prepare(
 ) -> Path:
     """The prepared folder for this corpus, built once; later calls return it without rebuilding."""
     if task not in corpora.TASKS:
-        raise ValueError(f"unknown task {task!r}; valid: {list(corpora.TASKS)}")
+        raise DataError(f"unknown task {task!r}; valid: {list(corpora.TASKS)}")
     if source not in SOURCES:
-        raise ValueError(f"unknown data source {source!r}; valid: {list(SOURCES)}")
+        raise DataError(f"unknown data source {source!r}; valid: {list(SOURCES)}")
     if source == "hub":
         dataset = hub.dataset_for(task, dataset).name
     elif hub_path is not None or dataset is not None:
-        raise ValueError("hub_path and dataset apply to source='hub' only")
+        raise DataError("hub_path and dataset apply to source='hub' only")
     root = Path(root)
     final = root / folder_name(task, source, limit, dataset)
     manifest = {
@@ -135,8 +137,9 @@ def prepare(
         "limit": limit,
         "hub_path": str(hub_path) if hub_path is not None else None,
     }
+    local = Path(hub_path).expanduser() if hub_path is not None and Path(hub_path).expanduser().is_dir() else None
     if final.exists():
-        return _reuse(final, manifest)
+        return _reuse(final, manifest, local)
 
     data = build(task, source, limit=limit, hub_path=hub_path, dataset=dataset, cache_dir=cache_dir)
     _check_splits(data, f"{task} from {source}{f' {hub_path}' if hub_path else ''} (limit={limit})")
@@ -146,6 +149,8 @@ def prepare(
         data.save_to_disk(str(tmp))
         manifest["rows"] = {split: len(data[split]) for split in corpora.SPLITS}
         manifest["columns"] = list(data["train"].column_names)
+        if local is not None:
+            manifest["source_files"] = source_files(local)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         (tmp / CHECKSUM).write_text(_listing(tmp))
         try:
@@ -158,14 +163,51 @@ def prepare(
     return final
 
 
-def _reuse(final: Path, manifest: dict) -> Path:
-    """An existing folder, if it was prepared from the same request."""
+def source_files(folder: Path) -> dict[str, list]:
+    """``{relative path: [size, mtime_ns, sha256]}`` of every (non-hidden) file of a local source folder."""
+    out = {}
+    for file in sorted(f for f in folder.rglob("*") if f.is_file()):
+        rel = file.relative_to(folder).as_posix()
+        if not any(part.startswith(".") for part in rel.split("/")):
+            st = file.stat()
+            out[rel] = [st.st_size, st.st_mtime_ns, sha256_file(file)]
+    return out
+
+
+def _source_changes(folder: Path, recorded: dict[str, list]) -> list[str]:
+    """Files of ``folder`` added, removed or edited since ``recorded``; a file whose size and mtime are
+    unchanged is not read again (a copied folder has new mtimes: its contents are hashed and compared)."""
+    files = {
+        f.relative_to(folder).as_posix(): f
+        for f in folder.rglob("*")
+        if f.is_file() and not any(p.startswith(".") for p in f.relative_to(folder).parts)
+    }
+    changes = [f"{name} removed" for name in sorted(set(recorded) - set(files))]
+    changes += [f"{name} added" for name in sorted(set(files) - set(recorded))]
+    for name in sorted(set(files) & set(recorded)):
+        size, mtime, digest = recorded[name]
+        st = files[name].stat()
+        if (st.st_size, st.st_mtime_ns) != (size, mtime) and sha256_file(files[name]) != digest:
+            changes.append(f"{name} edited")
+    return changes
+
+
+def _reuse(final: Path, manifest: dict, local: Path | None = None) -> Path:
+    """An existing folder, if it was prepared from the same request (and, from a local folder, the same files)."""
     if not (final / CHECKSUM).is_file():
         raise CorruptDataError(f"{final} exists without a {CHECKSUM}: not written by prepare(); delete it")
-    found = json.loads((final / MANIFEST).read_text()) if (final / MANIFEST).is_file() else {}
+    found = read_json(final / MANIFEST, "a data manifest") if (final / MANIFEST).is_file() else {}
     differs = {k: (found.get(k), v) for k, v in manifest.items() if found.get(k) != v}
     if differs:
-        raise ValueError(f"{final} was prepared from another request (found, asked): {differs}; use another root")
+        raise DataError(f"{final} was prepared from another request (found, asked): {differs}; use another root")
+    if local is not None and "source_files" in found:
+        changes = _source_changes(local, found["source_files"])
+        if changes:
+            shown = ", ".join(changes[:5]) + (f" and {len(changes) - 5} more" if len(changes) > 5 else "")
+            raise DataError(
+                f"{local} changed since {final} was prepared from it ({shown}); delete {final} to prepare it "
+                "again (runs trained on the old data then refuse to resume), or use another data.root"
+            )
     return final
 
 

@@ -15,11 +15,12 @@ from datasets import Dataset, Value
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
-from heads.data.prepare import load_prepared
+from heads.config import MIN_VOCAB
+from heads.data.prepare import CorruptDataError, load_prepared, sha256_file
+from heads.io import InputError, write_text
 
 SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>", "<unk>")
 PAD_ID, EOS_ID, BOS_ID, UNK_ID = range(len(SPECIAL_TOKENS))
-_MIN_VOCAB = 256 + len(SPECIAL_TOKENS) + 1  # the byte alphabet and the special tokens come first
 
 
 def text_columns(data: Dataset) -> list[str]:
@@ -38,8 +39,8 @@ def texts(data: Dataset, batch_size: int = 1000) -> Iterator[str]:
 
 def train(data: Dataset, vocab_size: int) -> Tokenizer:
     """A byte-level BPE tokenizer with the fixed special tokens, trained on ``data``."""
-    if vocab_size < _MIN_VOCAB:
-        raise ValueError(f"vocab_size must be at least {_MIN_VOCAB} (256 bytes + special tokens), got {vocab_size}")
+    if vocab_size < MIN_VOCAB:
+        raise InputError(f"vocab_size must be at least {MIN_VOCAB} (256 bytes + special tokens), got {vocab_size}")
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -80,13 +81,28 @@ def wrap(tok: Tokenizer) -> PreTrainedTokenizerFast:
 
 def tokenizer(prepared: str | os.PathLike, vocab_size: int = 8000) -> PreTrainedTokenizerFast:
     """The tokenizer for a prepared corpus, trained on its training split once and cached as
-    ``tokenizer-<vocab_size>.json`` in the prepared folder."""
+    ``tokenizer-<vocab_size>.json`` in the prepared folder, its sha256 beside it (``.sha256``): a file
+    swapped or edited since is refused, as the data's own CHECKSUM refuses edited data."""
     folder = Path(prepared)
     cached = folder / f"tokenizer-{vocab_size}.json"
+    digest = cached.with_suffix(".sha256")
     if not cached.is_file():
         tok = train(load_prepared(folder)["train"], vocab_size)
         # Written under a temporary name and renamed, so a half-written file is never reused.
         tmp = folder / f".{cached.name}.tmp-{os.getpid()}"
         tok.save(str(tmp))
+        write_text(digest, f"{sha256_file(tmp)}  {cached.name}\n")
         os.replace(tmp, cached)
-    return wrap(Tokenizer.from_file(str(cached)))
+    actual = sha256_file(cached)
+    if not digest.is_file():  # cached before digests were recorded: trusted once, checked from now on
+        write_text(digest, f"{actual}  {cached.name}\n")
+    recorded = digest.read_text().split()[0] if digest.read_text().strip() else ""
+    if recorded != actual:
+        raise CorruptDataError(
+            f"{cached}: not the tokenizer trained here (sha256 {actual[:12]}, recorded {recorded[:12]} in "
+            f"{digest.name}); delete both files to train it again"
+        )
+    try:
+        return wrap(Tokenizer.from_file(str(cached)))
+    except Exception as exc:  # the Rust loader's error for a truncated or foreign file
+        raise CorruptDataError(f"{cached}: unreadable tokenizer ({exc}); delete it and its {digest.name}") from exc

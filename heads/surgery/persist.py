@@ -18,7 +18,7 @@ import transformers
 from safetensors import safe_open
 from torch import nn
 
-from heads.io import replace_dir, temp_dir_beside
+from heads.io import InputError, replace_dir, temp_dir_beside
 from heads.surgery.gates import install
 from heads.surgery.prune import apply_layout
 from heads.surgery.sites import LAYOUT_KEY, record_layout
@@ -27,8 +27,23 @@ WEIGHTS = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(InputError):
     """A checkpoint that cannot be loaded exactly (missing, corrupt, or a layout mismatch)."""
+
+
+def model_folder(path: str | Path) -> Path:
+    """The model folder of ``path``: ``path/model`` for a training run folder, else ``path`` itself.
+
+    A run folder's own config.json is a run configuration, not a model's, so its ``model/`` is what loads."""
+    path = Path(path)
+    if (path / "model" / "config.json").is_file():
+        return path / "model"
+    if not (path / "config.json").is_file():
+        raise CheckpointError(
+            f"{path}: neither a checkpoint folder (with config.json) nor a run folder (with model/config.json)"
+            + ("; the run has not finished: train it first" if (path / "checkpoint").is_dir() else "")
+        )
+    return path
 
 
 def save(model: nn.Module, path: str | Path) -> Path:

@@ -12,6 +12,11 @@ import torch
 from torch import nn
 
 from heads.config import RunConfig
+from heads.io import InputError
+
+
+class ModelMismatch(InputError):
+    """A model that cannot do the task (wrong family or wrong head)."""
 
 
 class Task(ABC):
@@ -19,6 +24,8 @@ class Task(ABC):
 
     name: ClassVar[str]
     description: ClassVar[str]
+    families: ClassVar[tuple[str, ...]]  # model families (heads.surgery.families) that can do the task
+    model_heads: ClassVar[tuple[str, ...]]  # how the class names of models with the task's output head end
     metric: ClassVar[str]  # the headline metric evaluate() returns
     higher_is_better: ClassVar[bool]
     empty_hint: ClassVar[str] = "every row is blank"  # why a split can encode to no example at all
@@ -29,6 +36,25 @@ class Task(ABC):
 
         d = cfg.data
         return prepare(self.name, source=d.source, root=Path(d.root), limit=d.limit, hub_path=d.hub_path)
+
+    def check_model(self, model: nn.Module, where: str, head: bool = True) -> None:
+        """Refuse a model whose family (and, with ``head``, output head) cannot do this task, naming the
+        families that can. Without ``head``: measurements that need no task output (speed, attention roles)."""
+        from heads.surgery.families import FAMILIES
+
+        family = getattr(FAMILIES.get(getattr(model.config, "model_type", None)), "name", None)
+        arch = type(model).__name__
+        if family not in self.families or (head and not arch.endswith(self.model_heads)):
+            raise ModelMismatch(
+                f"{where}: a {arch} ({family or model.config.model_type} family) cannot do task {self.name!r}; "
+                f"families that can: {list(self.families)} (a model class ending in {' or '.join(self.model_heads)})"
+            )
+
+    def data_checksum(self, cfg: RunConfig) -> str:
+        """One digest of the prepared data (its CHECKSUM listing), recorded in every checkpoint."""
+        from heads.data.prepare import checksum
+
+        return checksum(self.data_path(cfg))
 
     def splits(self, cfg: RunConfig):
         """The prepared splits, checksum-verified once per folder and kept (examples() of every split,
@@ -55,7 +81,7 @@ class Task(ABC):
         out = self.encode(cfg, tokenizer, split)
         if not out:
             rows = len(self.splits(cfg)[split])
-            raise ValueError(
+            raise InputError(
                 f"task {self.name}: the {split!r} split of {self.data_path(cfg)} ({rows} rows) yields no example "
                 f"at data.seq_len={cfg.data.seq_len}: {self.empty_hint}"
             )

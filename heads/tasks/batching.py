@@ -11,13 +11,15 @@ from typing import Any
 
 import torch
 
+from heads.io import InputError
+
 
 class Batcher:
     """Endless batches of ``batch_size`` examples, reshuffled every epoch from ``seed``."""
 
     def __init__(self, examples: Sequence[Any], batch_size: int, collate: Callable[[list], dict], seed: int):
         if len(examples) == 0:
-            raise ValueError("no training examples: the training split is empty")
+            raise InputError("no training examples: the training split is empty")
         self.examples = examples
         self.batch_size = min(batch_size, len(examples))
         self.collate = collate

@@ -23,6 +23,8 @@ class PairClassification(Task):
     description = "paraphrase identification (same verse, two English translations vs neighbours); accuracy"
     metric = "accuracy"
     higher_is_better = True
+    families = ("bert",)
+    model_heads = ("ForSequenceClassification",)
 
     def tokenizer(self, cfg: RunConfig):
         if cfg.model.source == "minilm":
@@ -35,7 +37,7 @@ class PairClassification(Task):
         m = cfg.model
         if m.source == "minilm":
             torch.manual_seed(cfg.train.seed)  # the fresh classifier head
-            return build_or_load(cfg, lambda: models.minilm(labels=self.num_labels(cfg)))
+            return build_or_load(cfg, lambda: models.minilm(labels=self.num_labels(cfg)), self)
         return build_or_load(
             cfg,
             lambda: models.bert(
@@ -49,6 +51,7 @@ class PairClassification(Task):
                 seed=cfg.train.seed,
                 pad_token_id=tokenizer.pad_token_id,
             ),
+            self,
         )
 
     def num_labels(self, cfg: RunConfig) -> int:

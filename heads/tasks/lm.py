@@ -19,6 +19,8 @@ class LanguageModelling(Task):
     description = "causal LM (Llama from config) on World English Bible text; perplexity, bits per token"
     metric = "perplexity"
     higher_is_better = False
+    families = ("llama",)
+    model_heads = ("ForCausalLM",)
 
     def tokenizer(self, cfg: RunConfig):
         return bpe_tokenizer(self, cfg)
@@ -40,6 +42,7 @@ class LanguageModelling(Task):
                 eos_token_id=tokenizer.eos_token_id,
                 bos_token_id=tokenizer.bos_token_id,
             ),
+            self,
         )
 
     empty_hint = "the split holds fewer tokens than one window; lower data.seq_len or add text"

@@ -20,6 +20,8 @@ class Translation(Task):
     description = "translation En->Fr (Marian from config) on verse pairs; BLEU and chrF (sacrebleu), beam search"
     metric = "bleu"
     higher_is_better = True
+    families = ("marian",)
+    model_heads = ("MTModel", "ForConditionalGeneration")
 
     def tokenizer(self, cfg: RunConfig):
         return bpe_tokenizer(self, cfg)
@@ -41,6 +43,7 @@ class Translation(Task):
                 decoder_start_token_id=tokenizer.pad_token_id,
                 forced_eos_token_id=tokenizer.eos_token_id,
             ),
+            self,
         )
 
     empty_hint = "every pair has a blank side"

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 from torch import nn
 
 from heads.config import RunConfig
+from heads.tasks.base import ModelMismatch, Task
 
 
 def bpe_tokenizer(task, cfg: RunConfig):
@@ -17,15 +17,28 @@ def bpe_tokenizer(task, cfg: RunConfig):
     return tokenizer(task.data_path(cfg), vocab_size=cfg.model.vocab)
 
 
-def build_or_load(cfg: RunConfig, fresh: Callable[[], nn.Module]) -> nn.Module:
-    """A model from config (seeded, optionally born at ``model.layout``) or from a checkpoint folder."""
+def build_or_load(cfg: RunConfig, fresh: Callable[[], nn.Module], task: Task) -> nn.Module:
+    """A model from config (seeded, optionally born at ``model.layout``) or from a checkpoint or run folder;
+    one that cannot do ``task`` is refused, naming the families that can."""
     from heads.surgery import apply_layout, install, load
+    from heads.surgery.persist import CheckpointError, model_folder
 
     source = cfg.model.source
+    if cfg.model.family not in task.families:
+        raise ModelMismatch(
+            f"model.family: {cfg.model.family!r} cannot do task {task.name!r}; families that can: {list(task.families)}"
+        )
     if source not in ("config", "minilm"):
-        if not (Path(source) / "config.json").exists():
-            raise FileNotFoundError(f"model.source: {source!r} is not a checkpoint folder (no config.json)")
-        model = load(source)
+        try:
+            model = load(model_folder(source))
+        except CheckpointError as exc:
+            raise CheckpointError(f"model.source: {exc}") from None
+        task.check_model(model, f"model.source {source}")
+    elif source == "minilm" and "bert" not in task.families:
+        raise ModelMismatch(
+            f"model.source: minilm (a BERT encoder) cannot do task {task.name!r}; families that can: "
+            f"{list(task.families)}"
+        )
     else:
         model = fresh()
     if cfg.model.layout:

@@ -4,11 +4,13 @@ A checkpoint folder holds ``model/`` (safetensors + config.json with the head
 layout), ``optimizer.safetensors`` (moments keyed by parameter name),
 ``rng.safetensors`` and ``state.json``. It is written into a temp folder and
 renamed into place, so the previous checkpoint survives any interruption.
-Nothing is unpickled when it loads.
+Nothing is unpickled when it loads. ``state.json`` records the run's identity (model shape, tokenizer
+and data checksums); a resume with another identity is refused, naming both.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import shutil
@@ -19,8 +21,72 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from heads.io import replace_dir, temp_dir_beside, write_json
+from heads.io import BadFileError, read_json, replace_dir, temp_dir_beside, write_json
 from heads.surgery.persist import CheckpointError, load, write_model
+
+# Config keys that fix the shape of every weight (the head layout aside: strategies prune mid-run, and pruning
+# leaves these keys as they were).
+SHAPE_KEYS = (
+    "vocab_size", "hidden_size", "d_model", "num_hidden_layers", "encoder_layers", "decoder_layers",
+    "num_attention_heads", "encoder_attention_heads", "decoder_attention_heads", "num_key_value_heads",
+    "intermediate_size", "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings",
+)
+
+
+def model_shape(model: nn.Module | dict) -> dict[str, Any]:
+    """Architecture and size keys of a model (or of the dict in its saved config.json)."""
+    if isinstance(model, dict):
+        data, architecture = model, (model.get("architectures") or [None])[0]
+    else:
+        data, architecture = model.config.to_dict(), type(model).__name__
+    shape = {k: data[k] for k in SHAPE_KEYS if data.get(k) is not None}
+    shape["architecture"] = architecture
+    if str(architecture).endswith("ForSequenceClassification"):  # config.json omits the default of 2 labels
+        shape["labels"] = len(data.get("id2label") or (0, 1))
+    return shape
+
+
+def tokenizer_checksum(tokenizer: Any) -> str:
+    """sha256 of the tokenizer's full serialisation (vocabulary, merges, specials)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    text = backend.to_str() if backend is not None else json.dumps(tokenizer.get_vocab(), sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def run_identity(model: nn.Module, tokenizer: Any, data_checksum: str | None) -> dict[str, Any]:
+    """What a checkpoint must match to be resumed: the model's shape, the tokenizer and the data."""
+    return {"model": model_shape(model), "tokenizer": tokenizer_checksum(tokenizer), "data": data_checksum}
+
+
+def check_identity(
+    path: Path,
+    expected: dict[str, Any],
+    against: str = "config",
+    hint: str = "train into a new --out, or delete the run folder to start over",
+) -> None:
+    """Refuse ``path`` for a run of another identity, naming what differs (checkpoint vs ``against``); only the
+    keys of ``expected`` count. Checkpoints written before identities were recorded are checked on the model
+    shape alone."""
+    state = read_json(path / "state.json", "a checkpoint state")
+    found = state.get("identity") if isinstance(state, dict) else None
+    if found is None:
+        config = path / "model" / "config.json"
+        found = {"model": model_shape(read_json(config, "a model config"))} if config.is_file() else {}
+    problems = []
+    for key in ("model", "tokenizer", "data"):
+        if key not in found or key not in expected or found[key] == expected[key]:
+            continue
+        if key == "model":
+            a, b = found[key], expected[key]
+            keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+            diff = ", ".join(f"{k} {a.get(k)!r} vs {b.get(k)!r}" for k in keys)
+            problems.append(f"model shape ({diff})")
+        else:
+            problems.append(f"{key} checksum {str(found[key])[:12]} vs {str(expected.get(key))[:12]}")
+    if problems:
+        raise CheckpointError(
+            f"{path} belongs to another run than the {against}: checkpoint vs {against}: {'; '.join(problems)}; {hint}"
+        )
 
 
 def optimizer_tensors(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
@@ -57,11 +123,13 @@ def load_checkpoint(path: Path) -> tuple[nn.Module, dict[str, torch.Tensor], dic
         if not (path / part).exists():
             raise CheckpointError(f"{path}: incomplete checkpoint, {part} is missing")
     try:
-        state = json.loads((path / "state.json").read_text())
+        state = read_json(path / "state.json", "a checkpoint state")
         opt = load_file(str(path / "optimizer.safetensors"))
         rng = load_file(str(path / "rng.safetensors"))
+    except BadFileError as exc:
+        raise CheckpointError(f"unreadable checkpoint: {exc}; delete {path} to restart the run") from exc
     except Exception as exc:  # a truncated or corrupted file
-        raise CheckpointError(f"{path}: unreadable checkpoint ({exc})") from exc
+        raise CheckpointError(f"{path}: unreadable checkpoint ({exc}); delete it to restart the run") from exc
     model = load(path / "model")
     torch.set_rng_state(rng["torch"])
     if torch.cuda.is_available():

@@ -25,7 +25,13 @@ from heads.io import write_json
 from heads.surgery import head_layout, num_heads, prune_heads
 from heads.tasks.base import Task
 from heads.tasks.batching import Batcher, eval_batches
-from heads.train.checkpoint import load_checkpoint, restore_optimizer, save_checkpoint
+from heads.train.checkpoint import (
+    check_identity,
+    load_checkpoint,
+    restore_optimizer,
+    run_identity,
+    save_checkpoint,
+)
 from heads.train.dropout import get_dropout, set_dropout
 from heads.train.metrics import MetricsLog, peak_memory_mb
 from heads.train.schedule import lr_at
@@ -80,6 +86,8 @@ class Trainer:
         self.model: nn.Module = task.build_model(cfg, self.tokenizer)
         self.train_examples = task.examples(cfg, self.tokenizer, "train")
         self.val_examples = task.examples(cfg, self.tokenizer, "validation")
+        # What a checkpoint of this run must match (recorded in it, checked on resume).
+        self.identity = run_identity(self.model, self.tokenizer, task.data_checksum(cfg))
         if not self.val_examples:
             raise ValueError(f"task {task.name}: the validation split is empty")
         self.batcher = Batcher(self.train_examples, cfg.data.batch_size, task.collate, seed=t.seed)
@@ -113,6 +121,7 @@ class Trainer:
         """Continue from ``out/checkpoint`` if there is one; True when resumed."""
         if not (self.checkpoint_path / "state.json").exists():
             return False
+        check_identity(self.checkpoint_path, self.identity)
         model, opt_tensors, state = load_checkpoint(self.checkpoint_path)
         self.model = model.train()
         self.optimizer = self._optimizer()
@@ -139,6 +148,7 @@ class Trainer:
             "batcher": self.batcher.state_dict(),
             "dropout": get_dropout(self.model),
             "hooks": [h.state_dict() for h in self.hooks],
+            "identity": self.identity,
         }
         save_checkpoint(self.checkpoint_path, self.model, self.optimizer, state)
 

@@ -20,7 +20,8 @@ class MetricsLog:
     def truncate_after(self, step: int) -> None:
         if not self.path.exists():  # nothing logged yet: a resume must not leave a file a whole run would not
             return
-        kept = [r for r in read_jsonl(self.path) if r["step"] <= step]
+        # a torn last line is a record killed mid-write, after this checkpoint: dropped like the rest after it
+        kept = [r for r in read_jsonl(self.path, torn_tail_ok=True) if r["step"] <= step]
         write_text(self.path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
 
     def write(self, record: dict) -> None:
