@@ -37,8 +37,8 @@ import torch
 import torch.nn.functional as F
 from common import Spread, at_least, check_args, environment, finish, load, markdown, paired, parser, setup
 
-from heads.config import resolve
 from heads.io import read_jsonl
+from heads.resolve import resolve
 from heads.tasks import get_task
 from heads.tasks.batching import Batcher
 from heads.train.loop import Hook, Trainer

@@ -1,4 +1,6 @@
-"""Typed run configuration: presets, config files and ``key=value`` overrides, validated.
+"""Typed run configuration: the dataclasses, ``key=value`` overrides, merging and value checks.
+
+Resolving a preset, a file and overrides against the registries is :mod:`heads.resolve`.
 
 Defaults change nothing; the resolved config is written next to every result,
 so the same config and seed give the same numbers.
@@ -7,11 +9,10 @@ so the same config and seed give the same numbers.
 from __future__ import annotations
 
 import dataclasses
-import json
+import os
 import types
 import typing
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -32,7 +33,6 @@ class ModelConfig:
     ff: int = 0  # 0: 4 * d
     vocab: int = 1024  # tokenizer vocabulary size (ignored for pretrained sources)
     max_len: int = 256
-    layout: dict | None = None  # build at this head layout (site -> kept heads): "scratch with matched layout"
 
 
 @dataclass
@@ -101,7 +101,7 @@ class RunConfig:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
-    def save(self, path: str | Path) -> None:
+    def save(self, path: str | os.PathLike) -> None:
         from heads.io import write_json
 
         write_json(path, self.to_dict())
@@ -194,34 +194,9 @@ def _scalar(raw: str) -> Any:
     return value
 
 
-def resolve(task: str, preset: str, file: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
-    """Preset for ``task`` < config file < overrides, validated."""
-    from heads.presets import preset_for
-    from heads.tasks import get_task
-
-    get_task(task)  # unknown task -> clear error
-    config = RunConfig(task=task, preset=preset)
-    merge(config, preset_for(task, preset))
-    if file is not None:
-        text = Path(file).read_text()
-        loaded = json.loads(text) if str(file).endswith(".json") else yaml.safe_load(text)
-        merge(config, loaded or {})
-    merge(config, parse_overrides(overrides or []))
-    if config.task != task:
-        raise ConfigError(f"task: the config says {config.task!r} but {task!r} was asked for")
-    validate(config)
-    return config
-
-
-def from_dict(data: dict) -> RunConfig:
-    config = RunConfig()
-    merge(config, data)
-    validate(config)
-    return config
-
-
 def validate(config: RunConfig) -> None:
-    """Cross-field checks that types alone cannot express."""
+    """Cross-field checks of the values that types alone cannot express (the strategy and the task are checked
+    against their registries by :func:`heads.resolve.check_run`: this module imports no registry)."""
     check_ranges(config)
     m, t = config.model, config.train
     if m.family not in ("llama", "bert", "marian"):
@@ -244,16 +219,6 @@ def validate(config: RunConfig) -> None:
     for name in ("steps", "log_every", "eval_every", "checkpoint_every", "eval_batches"):
         if getattr(t, name) < 1:
             raise ConfigError(f"train.{name}: must be >= 1, got {getattr(t, name)}")
-    from heads.strategies import build_strategy
-
-    strategy = build_strategy(config.strategy.name, config.strategy.params)  # unknown name, bad parameter
-    if m.source == "config":  # a pretrained source's head count is known only once it is loaded
-        for name in ("floor", "keep"):
-            value = getattr(strategy.params, name, None)
-            if isinstance(value, int) and not isinstance(value, bool) and value > m.heads:
-                raise ConfigError(
-                    f"strategy.params.{name}: {value} exceeds the {m.heads} heads of each site (model.heads)"
-                )
     if config.data.batch_size < 1 or config.data.seq_len < 2:
         raise ConfigError("data.batch_size must be >= 1 and data.seq_len >= 2")
 

@@ -24,7 +24,8 @@ from transformers import (
 )
 
 from heads import models
-from heads.config import RunConfig, resolve
+from heads.config import RunConfig
+from heads.resolve import resolve
 from heads.surgery import sites
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from heads.config import resolve
+from heads.resolve import resolve
 from heads.run import train_run
 from heads.tasks import get_task
 

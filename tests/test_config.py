@@ -2,7 +2,8 @@
 
 import pytest
 
-from heads.config import ConfigError, parse_overrides, resolve
+from heads.config import ConfigError, parse_overrides
+from heads.resolve import resolve
 
 
 def test_overrides_win_and_are_typed(tmp_path):

@@ -70,11 +70,12 @@ def _check_config_file(file: Path) -> None:
 
 def run_config(args: argparse.Namespace, run_dir: Path | None = None):
     """The run configuration: a run folder's own config.json (plus overrides), else task + preset."""
-    from heads.config import ConfigError, merge, parse_overrides, resolve, validate
+    from heads.config import ConfigError, merge, parse_overrides
+    from heads.resolve import check_run, resolve
 
     try:
         if run_dir is not None and (run_dir / "config.json").exists() and not args.task:
-            from heads.config import from_dict
+            from heads.resolve import from_dict
 
             data = read_json(run_dir / "config.json", "a run configuration")
             if not isinstance(data, dict):
@@ -84,7 +85,7 @@ def run_config(args: argparse.Namespace, run_dir: Path | None = None):
             except ConfigError as exc:
                 raise fail(f"{run_dir / 'config.json'}: {exc}") from None
             merge(cfg, parse_overrides(args.overrides or []))
-            validate(cfg)
+            check_run(cfg)
             return cfg
         if not args.task:
             raise fail("--task is required unless the source is a run folder with config.json")

@@ -25,7 +25,8 @@ def cmd_data_prepare(args: argparse.Namespace) -> int:
 
     for task in args.task:
         if args.preset:
-            from heads.config import ConfigError, resolve
+            from heads.config import ConfigError
+            from heads.resolve import resolve
             from heads.tasks import get_task
 
             try:

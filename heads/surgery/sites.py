@@ -8,13 +8,13 @@ a model's head layout maps site name -> kept heads. Site names are module paths
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
 from torch import nn
 
-SiteKind = Literal["self", "causal", "cross"]
-HeadLayout = dict[str, list[int]]
+from heads.surgery.families import family_of
+from heads.surgery.site import HeadLayout, Site, SiteKind
+
+__all__ = ["LAYOUT_KEY", "HeadLayout", "Site", "SiteKind", "full_layout", "head_layout", "num_heads",
+           "record_layout", "site_map", "site_module", "sites"]
 
 # The config attribute that carries a pruned model's layout through save/load.
 LAYOUT_KEY = "head_layout"
@@ -29,34 +29,8 @@ def record_layout(config, layout: HeadLayout | None) -> None:
         delattr(config, LAYOUT_KEY)
 
 
-@dataclass(frozen=True)
-class Site:
-    """One attention module: where it sits and how it attends."""
-
-    name: str  # module path inside the model
-    layer: int  # layer index within its stack
-    kind: SiteKind
-    stack: str  # "encoder", "decoder" or "" for single-stack models
-    num_heads: int  # original (unpruned) query heads
-    num_kv_heads: int  # original key/value heads (== num_heads unless grouped-query)
-    head_dim: int
-
-    @property
-    def group_size(self) -> int:
-        """Query heads per key/value head (1 without grouped-query attention)."""
-        return self.num_heads // self.num_kv_heads
-
-    @property
-    def label(self) -> str:
-        """Short human name, e.g. ``dec2.cross`` or ``L0.causal``."""
-        prefix = {"encoder": "enc", "decoder": "dec"}.get(self.stack, "L")
-        return f"{prefix}{self.layer}.{self.kind}"
-
-
 def sites(model: nn.Module) -> list[Site]:
     """All attention sites of ``model`` in forward order."""
-    from heads.surgery.families import family_of
-
     return family_of(model).sites(model)
 
 

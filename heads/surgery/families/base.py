@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from torch import nn
 
-from heads.surgery.sites import Site, SiteKind
+from heads.surgery.site import Site, SiteKind
 
 
 @dataclass(frozen=True)
