@@ -112,6 +112,29 @@ def replications(root: str | Path) -> list[str]:
     return sorted(p.parent.name for p in Path(root).glob("*/runs.py"))
 
 
+def dag_for(root: str | Path, preset: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The DAG's shape at ``preset``: the preset's ``seeds`` and each replication's settings (its folder's
+    ``settings.yaml`` at that preset), with ``overrides`` (``seeds``, ``custom``, or a replication's name
+    mapping to keys that replace its own) on top."""
+    import yaml
+
+    from heads.presets import preset as load_preset
+
+    overrides = dict(overrides or {})
+    dag: dict[str, Any] = {"seeds": overrides.pop("seeds", load_preset(preset)["seeds"])}
+    if "custom" in overrides:
+        dag["custom"] = overrides.pop("custom")
+    for name in replications(root):
+        path = Path(root) / name / "settings.yaml"
+        doc = yaml.safe_load(path.read_text()) if path.is_file() else {}
+        if preset not in (doc or {}):
+            raise SheetError(f"{path}: no settings for preset {preset!r}")
+        dag[name] = {**doc[preset], **(overrides.pop(name, None) or {})}
+    if overrides:
+        raise SheetError(f"dag overrides name no replication: {sorted(overrides)}; replications: {replications(root)}")
+    return dag
+
+
 @dataclass
 class Sheet:
     """The checked sheet: ``runs`` (label -> entry) and ``of`` (replication -> the labels it needs)."""

@@ -3,10 +3,24 @@
 import json
 import re
 
-from heads.sheet import SheetError, build as build_sheet, command_line, custom as custom_runs
+from heads.sheet import (
+    SheetError,
+    build as build_sheet,
+    command_line,
+    custom as custom_runs,
+    dag_for,
+    replications as replication_folders,
+)
 
 PRESET = config["preset"]
-D = config["dag"][PRESET]
+# The preset's seeds and each replication's own settings, under the workflow config's overrides; every
+# replication's settings checked against its folder's schema before any job runs.
+try:
+    D = dag_for("replications", PRESET, (config.get("dag") or {}).get(PRESET))
+except SheetError as e:
+    raise ValueError(f"config dag.{PRESET}: {e}") from None
+for _name in replication_folders("replications"):
+    validate(D[_name], f"../../replications/{_name}/settings.schema.yaml")
 OUT = config["out"] or ("results" if PRESET == "tiny" else f"results/{PRESET}")
 RUNS = f"{OUT}/runs"
 DATA = config["data_root"]
@@ -24,7 +38,8 @@ REPLICATIONS = sorted(SHEET.of)
 # A custom entry is checked (strategy name, parameters, types) before any job runs, not when its first run
 # starts; it may not take the place of a built-in run.
 if CUSTOM:
-    from heads.config import ConfigError, resolve
+    from heads.config import ConfigError
+    from heads.resolve import resolve
 
     builtin = build_sheet("replications", D)
     for c in CUSTOM:

@@ -1,0 +1,40 @@
+"""Scale presets, one YAML data file each (``smoke.yaml``, ``tiny.yaml``, ``paper.yaml`` beside this module):
+``tasks`` (each task's run configuration) for ``heads train --preset`` and every run of the DAG, and ``seeds``
+for the DAG. Each replication's own settings per preset live in its folder (``replications/<name>/settings.yaml``)."""
+
+from __future__ import annotations
+
+from copy import deepcopy
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from heads.config import ConfigError
+
+HERE = Path(__file__).resolve().parent
+
+
+def names() -> list[str]:
+    return sorted(p.stem for p in HERE.glob("*.yaml"))
+
+
+@cache
+def _load(preset: str) -> dict:
+    path = HERE / f"{preset}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"preset: {preset!r} is not one of {names()}")
+    return yaml.safe_load(path.read_text())
+
+
+def preset(name: str) -> dict:
+    """The whole preset file: ``{"seeds": [...], "tasks": {task: config}}``."""
+    return deepcopy(_load(name))
+
+
+def preset_for(task: str, preset: str) -> dict:
+    """The run configuration of ``task`` at ``preset`` (a nested mapping of config sections)."""
+    tasks = _load(preset)["tasks"]
+    if task not in tasks:
+        raise ConfigError(f"task: {task!r} has no {preset!r} preset; tasks: {sorted(tasks)}")
+    return deepcopy(tasks[task])
