@@ -21,8 +21,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from heads.scoring.select import group_sizes, round_half_up, select
-from heads.surgery import HeadLayout, apply_layout, head_layout, num_heads, sites
+from heads.scoring.select import group_sizes, select
+from heads.surgery import HeadLayout, apply_layout, head_layout, num_heads, ratio_layout
 
 Batch = Mapping[str, Any]
 
@@ -50,12 +50,7 @@ def layout_at_ratio(
     if scores is not None:
         remove = select(scores, ratio, scope=scope, floor=floor, layout=layout, group_size=group_sizes(model))
         return {name: [h for h in kept if h not in set(remove.get(name, ()))] for name, kept in layout.items()}
-    out = {}
-    for site in sites(model):
-        kept, group = layout[site.name], site.group_size
-        groups = len(kept) // group
-        out[site.name] = kept[: (groups - round_half_up(ratio * groups)) * group]
-    return out
+    return ratio_layout(model, ratio)
 
 
 def pruned_copy(model: nn.Module, layout: Mapping[str, list[int]]) -> nn.Module:

@@ -13,6 +13,7 @@ from torch import nn
 
 from heads.scoring.registry import Scores
 from heads.surgery import sites
+from heads.surgery.site import round_half_up
 
 Scope = Literal["global", "per_site"]
 
@@ -25,11 +26,6 @@ class _Unit:
     positions: tuple[int, ...]
     score: float
     rank: int  # position in the seeded random permutation: breaks ties
-
-
-def round_half_up(x: float) -> int:
-    """Round to nearest, halves up (2.5 -> 3); the epsilon absorbs float error such as 0.3 * 10."""
-    return math.floor(x + 0.5 + 1e-9)
 
 
 def group_sizes(model: nn.Module) -> dict[str, int]:

@@ -18,7 +18,6 @@ class PosthocParams:
     floor: int = 1
     seed: int = 0
     batches: int = 8  # scoring batches
-    finetune_steps: int = 0  # the workflow fine-tunes with `heads train model.source=<pruned>` for this many steps
     scorer_params: dict = field(default_factory=dict)
 
     def check(self) -> None:

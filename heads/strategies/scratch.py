@@ -9,7 +9,7 @@ from pathlib import Path
 from heads.config import ConfigError
 from heads.strategies.base import Strategy, check_ratio
 from heads.strategies.registry import register_strategy
-from heads.surgery import head_layout, sites, uniform_layout
+from heads.surgery import head_layout, ratio_layout, uniform_layout
 from heads.train.loop import Hook
 
 
@@ -43,7 +43,7 @@ class ScratchParams:
         if self.keep:
             return uniform_layout(model, self.keep)
         if self.ratio:
-            return {s.name: list(range(round(s.num_heads * (1 - self.ratio)))) for s in sites(model)}
+            return ratio_layout(model, self.ratio)
         return None
 
 

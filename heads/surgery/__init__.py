@@ -11,7 +11,7 @@ from heads.surgery.gates import (
     set_gates,
 )
 from heads.surgery.persist import CheckpointError, load, read_state, save
-from heads.surgery.prune import GroupedQueryError, apply_layout, prune_heads, uniform_layout
+from heads.surgery.prune import GroupedQueryError, apply_layout, prune_heads, ratio_layout, uniform_layout
 from heads.surgery.sites import (
     LAYOUT_KEY,
     HeadLayout,
@@ -49,5 +49,6 @@ __all__ = [
     "site_map",
     "site_module",
     "sites",
+    "ratio_layout",
     "uniform_layout",
 ]

@@ -15,6 +15,7 @@ from torch import nn
 
 from heads.surgery.families import family_of
 from heads.surgery.gates import GATE_ATTR
+from heads.surgery.site import round_half_up
 from heads.surgery.sites import HeadLayout, Site, full_layout, head_layout, record_layout, site_map
 
 
@@ -197,6 +198,21 @@ def apply_layout(model: nn.Module, layout: Mapping[str, Iterable[int]], optimize
             raise ValueError(f"site {name}: cannot keep heads {sorted(extra)} already pruned or out of range")
         remove[name] = [h for h in current[name] if h not in keep]
     return prune_heads(model, remove, optimizer)
+
+
+def ratio_layout(model: nn.Module, ratio: float) -> HeadLayout:
+    """The layout left after removing ``ratio`` of every site's current heads uniformly: round-half-up of
+    ``ratio`` x its key/value groups go (whole groups under grouped-query attention), its first heads stay.
+    The one rounding of a ratio into heads that strategies and analyses share."""
+    if not 0.0 <= ratio <= 1.0:
+        raise ValueError(f"ratio must be in [0, 1], got {ratio!r}")
+    layout = head_layout(model)
+    out = {}
+    for site in site_map(model).values():
+        kept, group = layout[site.name], site.group_size
+        groups = len(kept) // group
+        out[site.name] = kept[: (groups - round_half_up(ratio * groups)) * group]
+    return out
 
 
 def uniform_layout(model: nn.Module, keep: int) -> HeadLayout:

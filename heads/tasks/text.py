@@ -18,9 +18,9 @@ def bpe_tokenizer(task, cfg: RunConfig):
 
 
 def build_or_load(cfg: RunConfig, fresh: Callable[[], nn.Module], task: Task) -> nn.Module:
-    """A model from config (seeded, optionally born at ``model.layout``) or from a checkpoint or run folder;
+    """A model from config (seeded) or from a checkpoint or run folder;
     one that cannot do ``task`` is refused, naming the families that can."""
-    from heads.surgery import apply_layout, install, load
+    from heads.surgery import install, load
     from heads.surgery.persist import CheckpointError, model_folder
 
     source = cfg.model.source
@@ -41,6 +41,4 @@ def build_or_load(cfg: RunConfig, fresh: Callable[[], nn.Module], task: Task) ->
         )
     else:
         model = fresh()
-    if cfg.model.layout:
-        apply_layout(model, cfg.model.layout)
     return install(model)

@@ -21,7 +21,6 @@ from torch import nn
 
 from heads.config import RunConfig
 from heads.flops import flops_per_token
-from heads.io import write_json
 from heads.surgery import head_layout, num_heads, prune_heads
 from heads.tasks.base import Task
 from heads.tasks.batching import Batcher, eval_batches
@@ -312,6 +311,3 @@ def _progress(total: int, initial: int, enabled: bool):
 
     return tqdm(total=total, initial=initial, desc="train", unit="step", dynamic_ncols=True)
 
-
-def write_summary(path: Path, data: dict) -> None:
-    write_json(path, data)
