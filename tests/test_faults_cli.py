@@ -14,8 +14,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from datasets import disable_progress_bars
 
 from heads.cli import main
+
+# The command line turns these bars off before datasets is imported; in a test session an earlier test may
+# have imported it first, and its bars on stderr are not the one line under test.
+disable_progress_bars()
 
 SHORT = ["train.steps=4", "train.log_every=2", "train.eval_every=2", "train.checkpoint_every=2", "train.progress=false"]
 

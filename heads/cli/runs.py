@@ -23,6 +23,8 @@ def cmd_data_prepare(args: argparse.Namespace) -> int:
     """Prepare data (and, with --preset, the preset's tokenizer too, so parallel jobs never race to train it)."""
     from heads.data.prepare import prepare
 
+    if args.limit is not None and args.limit < 1:
+        raise fail(f"data prepare: --limit must be >= 1 rows per split, got {args.limit}")
     for task in args.task:
         if args.preset:
             from heads.config import ConfigError
