@@ -74,8 +74,6 @@ class Translation(Task):
         return int(batch["attention_mask"].sum() + (batch["labels"] != IGNORE).sum())
 
     def evaluate(self, model, cfg: RunConfig, tokenizer, split: str) -> dict:
-        import sacrebleu
-
         data = self.examples(cfg, tokenizer, split)[: max(1, cfg.eval.max_examples)]
         loss, _ = mean_loss(
             model,
@@ -84,19 +82,7 @@ class Translation(Task):
             lambda b: int((b["labels"] != IGNORE).sum()),
         )
         hyps, refs = self.translate(model, cfg, tokenizer, data)
-        bleu = sacrebleu.metrics.BLEU()
-        chrf = sacrebleu.metrics.CHRF()
-        bleu_score = bleu.corpus_score(hyps, [refs])
-        return {
-            "bleu": bleu_score.score,
-            "chrf": chrf.corpus_score(hyps, [refs]).score,
-            "loss": loss,
-            "bleu_signature": str(bleu.get_signature()),
-            "chrf_signature": str(chrf.get_signature()),
-            "sentences": len(hyps),
-            "split": split,
-            "beams": cfg.eval.beams,
-        }
+        return {**corpus_scores(hyps, refs), "loss": loss, "split": split, "beams": cfg.eval.beams}
 
     def translate(self, model, cfg: RunConfig, tokenizer, data) -> tuple[list[str], list[str]]:
         """Beam-search translations and references of encoded pairs."""
@@ -118,3 +104,17 @@ class Translation(Task):
                 refs += tokenizer.batch_decode([t for _, t in chunk], skip_special_tokens=True)
         model.train(was_training)
         return [h.strip() for h in hyps], [r.strip() for r in refs]
+
+
+def corpus_scores(hyps: list[str], refs: list[str]) -> dict:
+    """Corpus BLEU and chrF of ``hyps`` against one reference each (sacrebleu's defaults), with their signatures."""
+    import sacrebleu
+
+    bleu, chrf = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
+    return {
+        "bleu": bleu.corpus_score(hyps, [refs]).score,
+        "chrf": chrf.corpus_score(hyps, [refs]).score,
+        "bleu_signature": str(bleu.get_signature()),
+        "chrf_signature": str(chrf.get_signature()),
+        "sentences": len(hyps),
+    }
