@@ -67,6 +67,7 @@ def load_for_task(args: argparse.Namespace) -> Loaded:
     """Model, tokenizer and task configuration for commands that score or evaluate a trained model."""
     from transformers import AutoTokenizer
 
+    from heads.env import fix_threads
     from heads.surgery import load
     from heads.tasks import get_task
 
@@ -75,6 +76,7 @@ def load_for_task(args: argparse.Namespace) -> Loaded:
     cfg = run_config(args, run_dir)
     model_dir = resolve_source(args.source)
     model = load(model_dir)
+    fix_threads(getattr(args, "threads", None) or cfg.train.threads)  # speed's --threads, else the run's
     task = get_task(cfg.task)
     if (model_dir / "tokenizer.json").exists() or (model_dir / "tokenizer_config.json").exists():
         tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
