@@ -109,6 +109,7 @@ def load_for_task(args: argparse.Namespace, head: bool = True) -> Loaded:
     (``head``: the model must have the task's output head; speed and roles measure bare encoders too)."""
     from transformers import AutoTokenizer
 
+    from heads.env import fix_threads
     from heads.surgery import load
     from heads.tasks import get_task
 
@@ -116,6 +117,7 @@ def load_for_task(args: argparse.Namespace, head: bool = True) -> Loaded:
     run_dir = model_dir.parent if model_dir == Path(args.source) / "model" else None
     cfg = run_config(args, run_dir)
     model = load(model_dir)
+    fix_threads(getattr(args, "threads", None) or cfg.train.threads)  # speed's --threads, else the run's
     task = get_task(cfg.task)
     task.check_model(model, str(model_dir), head=head)
     if (model_dir / "tokenizer.json").exists() or (model_dir / "tokenizer_config.json").exists():

@@ -98,6 +98,9 @@ class Translation(Task):
                     attention_mask=mask,
                     num_beams=cfg.eval.beams,
                     max_new_tokens=cfg.eval.max_new_tokens,
+                    # No sampling; ties between equal scores go by torch.topk's order (beams) or the first index
+                    # (greedy argmax): a fixed function of the scores, the same under ATEN_CPU_CAPABILITY=default
+                    # and avx2 (measured). What can move between machines is the scores themselves.
                     do_sample=False,
                 )
                 hyps += tokenizer.batch_decode(out, skip_special_tokens=True)

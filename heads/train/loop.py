@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from heads.config import RunConfig
+from heads.env import fix_threads
 from heads.flops import flops_per_token
 from heads.surgery import head_layout, num_heads, prune_heads
 from heads.tasks.base import Task
@@ -78,8 +79,7 @@ class Trainer:
         self.cfg, self.task, self.out = cfg, task, Path(out)
         self.hooks = list(hooks)
         t = cfg.train
-        if t.threads:
-            torch.set_num_threads(t.threads)
+        fix_threads(t.threads)
         seed_everything(t.seed)
         self.tokenizer = task.tokenizer(cfg)
         self.model: nn.Module = task.build_model(cfg, self.tokenizer)
