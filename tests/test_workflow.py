@@ -139,3 +139,19 @@ def test_a_custom_label_may_not_replace_a_built_in_run(tmp_path):
     run = snakemake("-n", "--config", "preset=smoke", "--configfile", str(extra))
     out = run.stdout + run.stderr
     assert run.returncode != 0 and "built-in run" in out and "choose another" in out, out[-2000:]
+
+
+@needs_snakemake
+def test_a_new_replication_is_one_folder(tmp_path):
+    """docs/ADDING_A_REPLICATION.md's worked example: its folder copied in, and nothing else, plans its runs,
+    its tables, figures and ledger page."""
+    from smoke_dag import copy_repo
+
+    repo = copy_repo(tmp_path)
+    shutil.copytree(ROOT / "docs" / "examples" / "scorers", repo / "replications" / "scorers")
+    run = snakemake("-n", "--config", "preset=smoke", cwd=repo)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-3000:]
+    for path in ("runs/lm/posthoc/magnitude/0.5/seed1/summary.json", "runs/lm/posthoc/random/0.5/seed0/summary.json",
+                 "scorers/pruned_vs_scratch.csv", "scorers/pruned_vs_scratch.png", "scorers/claims.md"):
+        assert f"results/smoke/{path}" in out, path

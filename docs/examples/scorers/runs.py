@@ -1,0 +1,19 @@
+"""Post-hoc pruning by scorer: each seed's baseline pruned to one ratio by each scorer, side by side."""
+
+from heads.sheet import RunSpec, baseline, run_label
+
+REPLICATION = "scorers"
+
+
+def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
+    """Per seed: the baseline (shared with the other replications), and one pruned copy per scorer."""
+    task, ratio, out = settings["task"], settings["ratio"], []
+    for seed in seeds:
+        base = baseline(REPLICATION, task, seed)
+        out.append(base)
+        for scorer in settings["scorers"]:
+            out.append(RunSpec(run_label(task, "posthoc", scorer, ratio, seed), "prune", REPLICATION, task, seed,
+                               "posthoc", scorer, ratio, strategy="posthoc",
+                               params={"ratio": ratio, "scorer": scorer, "seed": seed},
+                               options={"evaluate": True}, paths={"source": base.label}, after=(base.label,)))
+    return out
