@@ -155,3 +155,22 @@ def test_a_new_replication_is_one_folder(tmp_path):
     for path in ("runs/lm/posthoc/magnitude/0.5/seed1/summary.json", "runs/lm/posthoc/random/0.5/seed0/summary.json",
                  "scorers/pruned_vs_scratch.csv", "scorers/pruned_vs_scratch.png", "scorers/claims.md"):
         assert f"results/smoke/{path}" in out, path
+
+
+@needs_snakemake
+def test_paths_with_spaces_reach_every_command_whole():
+    import shlex
+
+    run = snakemake("-n", "-p", "--config", "preset=smoke", "data_root=my data", "out=my out")
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-3000:]
+    commands = [shlex.split(line.split("Shell command: ", 1)[1].split(" > ")[0])
+                for line in out.splitlines() if line.startswith("Shell command: heads")]
+    assert commands
+    for argv in commands:
+        for flag in ("--root", "--runs", "--out"):
+            if flag in argv:
+                assert argv[argv.index(flag) + 1].startswith(("my data", "my out")), argv
+        assert all(not a.startswith(("data/", "out/")) for a in argv), argv  # no path split at its space
+    trains = [a for a in commands if a[1] == "train"]
+    assert all("data.root=my data" in a for a in trains), trains[0]

@@ -26,7 +26,7 @@ rule bench_pruned_step:
         warmup=config["bench"]["warmup"],
     shell:
         "python benchmarks/bench_pruned_step.py --steps {params.steps} --warmup {params.warmup}"
-        " --out {output} --summary results/bench/summary.json > {log} 2>&1"
+        " --out {output:q} --summary results/bench/summary.json > {log:q} 2>&1"
 
 
 rule bench_engine:
@@ -40,8 +40,8 @@ rule bench_engine:
     params:
         data=config["data_root"],
     shell:
-        "python benchmarks/bench_engine.py --data-root {params.data}"
-        " --out {output} --summary results/bench/summary.json > {log} 2>&1"
+        "python benchmarks/bench_engine.py --data-root {params.data:q}"
+        " --out {output:q} --summary results/bench/summary.json > {log:q} 2>&1"
 
 
 rule bench_ablation:
@@ -54,7 +54,7 @@ rule bench_ablation:
     threads: lambda wildcards: workflow.cores
     shell:
         "python benchmarks/bench_ablation.py"
-        " --out {output} --summary results/bench/summary.json > {log} 2>&1"
+        " --out {output:q} --summary results/bench/summary.json > {log:q} 2>&1"
 
 
 rule bench_importance:
@@ -67,7 +67,7 @@ rule bench_importance:
     threads: lambda wildcards: workflow.cores
     shell:
         "python benchmarks/bench_importance.py"
-        " --out {output} --summary results/bench/summary.json > {log} 2>&1"
+        " --out {output:q} --summary results/bench/summary.json > {log:q} 2>&1"
 
 
 rule bench_memory:
@@ -80,4 +80,4 @@ rule bench_memory:
     threads: lambda wildcards: workflow.cores
     shell:
         "python benchmarks/bench_memory.py"
-        " --out {output} --summary results/bench/summary.json > {log} 2>&1"
+        " --out {output:q} --summary results/bench/summary.json > {log:q} 2>&1"

@@ -14,4 +14,4 @@ rule prepare_data:
         preset=PRESET,
         root=lambda w, output: os.path.dirname(output[0]),
     shell:
-        "heads data prepare --task {wildcards.task} --preset {params.preset} --root {params.root} > {log} 2>&1"
+        "heads data prepare --task {wildcards.task} --preset {params.preset} --root {params.root:q} > {log:q} 2>&1"

@@ -22,9 +22,9 @@ rule table:
         tasks=replication_tasks,
         folder=lambda w, output: os.path.dirname(output.csv),
     shell:
-        "heads report --runs {params.runs} --replication {wildcards.replication}"
-        " --tasks {params.tasks} --only {wildcards.table}"
-        " --out {params.folder} > {log} 2>&1"
+        "heads report --runs {params.runs:q} --replication {wildcards.replication}"
+        " --tasks {params.tasks:q} --only {wildcards.table}"
+        " --out {params.folder:q} > {log:q} 2>&1"
 
 
 rule figure:
@@ -47,9 +47,9 @@ rule figure:
         tasks=replication_tasks,
         folder=lambda w, output: os.path.dirname(output[0]),
     shell:
-        "heads report --runs {params.runs} --replication {wildcards.replication}"
-        " --tasks {params.tasks} --only {wildcards.figure}.png"
-        " --out {params.folder} > {log} 2>&1"
+        "heads report --runs {params.runs:q} --replication {wildcards.replication}"
+        " --tasks {params.tasks:q} --only {wildcards.figure}.png"
+        " --out {params.folder:q} > {log:q} 2>&1"
 
 
 rule replication_claims:
@@ -69,9 +69,9 @@ rule replication_claims:
         tasks=replication_tasks,
         folder=lambda w, output: os.path.dirname(output[0]),
     shell:
-        "heads report --runs {params.runs} --replication {wildcards.replication}"
-        " --tasks {params.tasks} --only claims"
-        " --out {params.folder} > {log} 2>&1"
+        "heads report --runs {params.runs:q} --replication {wildcards.replication}"
+        " --tasks {params.tasks:q} --only claims"
+        " --out {params.folder:q} > {log:q} 2>&1"
 
 
 rule claims:
@@ -91,4 +91,4 @@ rule claims:
         runs=lambda w: RUNS,
         folder=lambda w, output: os.path.dirname(output.md),
     shell:
-        "heads claims --runs {params.runs} --replications replications --out {params.folder} > {log} 2>&1"
+        "heads claims --runs {params.runs:q} --replications replications --out {params.folder:q} > {log:q} 2>&1"

@@ -13,8 +13,8 @@ rule prune_uniform:
     params:
         seq_len=config["surgery"]["seq_len"],
     shell:
-        "heads prune {wildcards.source} --keep {wildcards.keep} --out {output}"
-        " --seq-len {params.seq_len} > {log} 2>&1"
+        "heads prune {wildcards.source} --keep {wildcards.keep} --out {output:q}"
+        " --seq-len {params.seq_len} > {log:q} 2>&1"
 
 
 rule surgery_table:
@@ -35,4 +35,4 @@ rule surgery_table:
     params:
         seq_len=config["surgery"]["seq_len"],
     shell:
-        "heads inspect {input} --seq-len {params.seq_len} > {output} 2> {log}"
+        "heads inspect {input:q} --seq-len {params.seq_len} > {output:q} 2> {log:q}"
