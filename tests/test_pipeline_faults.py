@@ -22,6 +22,12 @@ pytestmark = [
 OUTPUTS = ("summary.json", "eval.json")
 
 
+def _training_in_flight(repo) -> bool:
+    """A training run has written a checkpoint and not yet its summary: a kill now leaves a job to resume."""
+    runs = repo / "results/smoke/runs"
+    return any(not (c.parent / "summary.json").exists() for c in runs.rglob("checkpoint/state.json"))
+
+
 def _finished(repo):
     """Run outputs on disk (training summaries, post-hoc evaluations, analyses), by path: mtime."""
     runs = repo / "results/smoke/runs"
@@ -36,8 +42,8 @@ def test_a_killed_dag_completes_with_rerun_incomplete_and_matches_an_uninterrupt
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 1800
-    try:  # pull the plug on Snakemake and its jobs once a dozen outputs exist, jobs still in flight
-        while len(_finished(repo)) < 12:
+    try:  # pull the plug on Snakemake and its jobs once a dozen outputs exist and a training run is part-way
+        while len(_finished(repo)) < 12 or not _training_in_flight(repo):
             assert dag.poll() is None, "the DAG ended before it could be interrupted"
             assert time.monotonic() < deadline, "no progress"
             time.sleep(0.2)
@@ -54,6 +60,11 @@ def test_a_killed_dag_completes_with_rerun_incomplete_and_matches_an_uninterrupt
     redone = [str(p) for p, t in done.items() if p.stat().st_mtime_ns != t]
     assert not redone, f"finished jobs ran again: {redone}"
     assert "Nothing to be done" in snakemake(repo, "-n").stdout
+
+    # at least one job went on from its checkpoint (its record says so), and still matches the uninterrupted run
+    resumed = [p for p in (repo / "results/smoke/runs").rglob("summary.json")
+               if json.loads(p.read_text()).get("resumed") is True]
+    assert resumed, "no job resumed from a checkpoint: the kill landed where no training was part-way"
 
     killed, whole = untimed_results(repo / "results/smoke"), untimed_results(smoke_run / "results/smoke")
     assert sorted(killed) == sorted(whole)

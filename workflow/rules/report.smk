@@ -10,7 +10,11 @@ rule table:
         replication_inputs,
     output:
         csv=f"{OUT}/{{replication}}/{{table}}.csv",
-        md=f"{OUT}/{{replication}}/{{table}}.md",
+        md=report(
+            f"{OUT}/{{replication}}/{{table}}.md",
+            caption="../report/table.rst",
+            category="{replication}",
+        ),
     log:
         f"logs/{PRESET}/report/{{replication}}/{{table}}.table.log",
     benchmark:
@@ -79,7 +83,7 @@ rule claims:
         all_runs(),
         specs=expand("replications/{replication}/claims.yaml", replication=REPLICATIONS),
     output:
-        md=f"{OUT}/CLAIMS.md",
+        md=report(f"{OUT}/CLAIMS.md", caption="../report/claims.rst", category="Claims ledger"),
         csv=f"{OUT}/claims.csv",
     log:
         f"logs/{PRESET}/report/claims.log",
