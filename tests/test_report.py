@@ -522,3 +522,20 @@ def test_malformed_analyses_do_not_crash_the_report(tmp_path, capsys):
     assert rows["B3-mt-random"]["verdict"] == "inconclusive" and "missing inputs" in rows["B3-mt-random"]["note"]
     assert rows["A1-lm"]["verdict"] == "inconclusive" and "no value" in rows["A1-lm"]["note"]
     assert rows["D1-lm"]["verdict"] == "inconclusive" and "incomplete" in rows["D1-lm"]["note"]
+
+
+def test_tables_and_the_ledger_say_when_runs_come_from_different_environments(tmp_path, capsys):
+    runs = make_tree(tmp_path)
+    out = tmp_path / "out"
+    assert _cli(["claims", "--runs", str(runs), "--replications", str(REPLICATIONS), "--out", str(out)]) == 0
+    assert "Environments differ" not in (out / "CLAIMS.md").read_text()  # one environment (here: none named)
+    for seed, capability in ((0, "AVX512"), (1, "AVX2"), (2, "AVX512")):
+        path = runs / "lm" / "baseline" / "none" / "0.0" / f"seed{seed}" / "summary.json"
+        data = json.loads(path.read_text())
+        _write(path, {**data, "environment": {"torch": {"version": "2.13.0"}, "cpu_capability": capability}})
+    assert _cli(["claims", "--runs", str(runs), "--replications", str(REPLICATIONS), "--out", str(out)]) == 0
+    assert "**Environments differ:**" in (out / "CLAIMS.md").read_text()
+    assert "cpu_capability AVX2 (1) vs AVX512 (2)" in (out / "CLAIMS.md").read_text()
+    assert _cli(["report", "--runs", str(runs), "--replication", "training_time", "--out", str(out / "tt"),
+                 "--replications", str(REPLICATIONS), "--tasks", "lm"]) == 0
+    assert "**Environments differ:**" in (out / "tt" / "runs.md").read_text()

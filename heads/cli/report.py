@@ -79,7 +79,7 @@ def cmd_claims(args: argparse.Namespace) -> int:
     tree = _tree(args.runs)
     results = evaluate_all(claims, tree)
     _warn(tree)
-    for path in write_ledger(results, args.out):
+    for path in write_ledger(results, args.out, tree.environment_note()):
         print(path)
     counts = Counter(r.verdict for r in results)
     print(", ".join(f"{v}: {n}" for v, n in sorted(counts.items())))

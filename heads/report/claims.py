@@ -141,7 +141,8 @@ def _interval(e: Estimate) -> str:
     return f"{e.mean:+.4f} [{e.ci_low:+.4f}, {e.ci_high:+.4f}]"
 
 
-def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger") -> str:
+def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger",
+                    environments: str | None = None) -> str:
     """``CLAIMS.md``: counts per verdict, the rule, then one row per claim."""
     counts = {v: sum(r.verdict == v for r in results) for v in VERDICTS}
     lines = [
@@ -155,6 +156,7 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
         "otherwise, or with one seed, *inconclusive*. *failed*: a run the claim needs diverged. Paper values "
         "are in the paper's own units (see each replication's reference.yaml).",
         "",
+        *([f"**Environments differ:** {environments}.", ""] if environments else []),
         "| claim | replication | task | claim text | quantity | our effect [95 % CI] | claimed | n seeds "
         "| paper | verdict | note |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -169,8 +171,9 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
     return "\n".join(lines) + "\n"
 
 
-def write_ledger(results: Sequence[ClaimResult], out: str | Path) -> list[Path]:
-    """``out/CLAIMS.md`` and ``out/claims.csv`` (atomic; identical inputs give identical bytes)."""
+def write_ledger(results: Sequence[ClaimResult], out: str | Path, environments: str | None = None) -> list[Path]:
+    """``out/CLAIMS.md`` and ``out/claims.csv`` (atomic; identical inputs give identical bytes); ``environments``
+    (:meth:`RunTree.environment_note`) is said under the rule when the runs come from different environments."""
     out = Path(out)
-    return [write_text(out / "CLAIMS.md", ledger_markdown(results)),
+    return [write_text(out / "CLAIMS.md", ledger_markdown(results, environments=environments)),
             write_text(out / "claims.csv", ledger_table(results).to_csv())]

@@ -263,6 +263,16 @@ class RunTree:
         self._analyses.setdefault((task, kind), {}).setdefault(arm, {})[int(ident["seed"])] = data
         self._knobs[(task, kind, arm)] = _number(ident.get("knob"))
 
+    def environment_note(self) -> str | None:
+        """None when every run and analysis read names the same environment; else what differs (a table or
+        ledger built from runs of several machines or package versions says so)."""
+        from heads.env import describe_mix
+
+        envs = [r.summary.get("environment") for r in self.runs if not r.failed]
+        envs += [d.get("environment") for arms in self._analyses.values() for seeds in arms.values()
+                 for d in seeds.values() if isinstance(d, dict)]
+        return describe_mix(envs) if envs else None
+
     def _arms(self, task: str, kind: str) -> dict[str, dict]:
         return self._analyses.get((task, kind), {})
 

@@ -56,16 +56,26 @@ def render_replication(
     out = Path(out)
     if only is not None:
         return _render_one(name, kinds, tree, out, replications, only)
-    written = [] if figures_only else [p for t in kinds["tables"] for p in TABLES[t](tree).write(out, t)]
+    written = [] if figures_only else [p for t in kinds["tables"] for p in _table(t, tree).write(out, t)]
     written += [FIGURES[f](tree, out / f"{f}.png") for f in kinds["figures"]]
     if not figures_only and (Path(replications) / name / "claims.yaml").exists():
         written.append(_claims_page(name, tree, out, replications))
     return written
 
 
+def _table(name: str, tree: RunTree):
+    """A table, its caption saying so when the runs behind it come from different environments."""
+    table = TABLES[name](tree)
+    note = tree.environment_note()
+    if note:
+        table.caption = f"{table.caption} **Environments differ:** {note}.".strip()
+    return table
+
+
 def _claims_page(name: str, tree: RunTree, out: Path, replications: str | Path) -> Path:
     results = evaluate_all(load_all(replications, [name]), tree)
-    return write_text(out / "claims.md", ledger_markdown(results, title=f"Claims: {name}"))
+    return write_text(out / "claims.md", ledger_markdown(results, title=f"Claims: {name}",
+                                                         environments=tree.environment_note()))
 
 
 def _render_one(name: str, kinds: dict, tree: RunTree, out: Path, replications, only: str) -> list[Path]:
@@ -74,7 +84,7 @@ def _render_one(name: str, kinds: dict, tree: RunTree, out: Path, replications, 
     if ext == "png" and stem in kinds["figures"]:
         return [FIGURES[stem](tree, out / f"{stem}.png")]
     if ext in ("", "csv", "md") and stem in kinds["tables"]:
-        return TABLES[stem](tree).write(out, stem)
+        return _table(stem, tree).write(out, stem)
     if only == "claims":
         return [_claims_page(name, tree, out, replications)]
     known = [*kinds["tables"], *(f"{f}.png" for f in kinds["figures"]), "claims"]
