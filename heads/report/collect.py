@@ -18,11 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from heads.metrics import TASK_METRIC
+from heads.metrics import higher_is_better as metric_higher_is_better
 from heads.report.targets import DEFAULT_TOL, target_loss, to_target
 from heads.sheet import fmt_ratio
 
-TASK_METRIC = {"lm": "perplexity", "mt": "bleu", "cls": "accuracy"}
-HIGHER_IS_BETTER = {"bleu", "chrf", "accuracy", "value_retained", "retained"}
+# Derived measures of the report where larger is better (the metrics' own directions: heads.metrics).
+DERIVED_HIGHER = {"value_retained", "retained"}
 BASELINE = {"variant": "baseline", "strategy": "none", "ratio": 0.0}
 
 # The record's columns in this order; eval.* columns follow, sorted.
@@ -38,7 +40,7 @@ COLUMNS = [
 def higher_is_better(field_name: str, metric: str | None = None) -> bool:
     """Whether larger is better for a field (``value`` follows the task metric)."""
     name = metric if field_name == "value" and metric else field_name.rsplit(".", 1)[-1]
-    return name in HIGHER_IS_BETTER
+    return name in DERIVED_HIGHER or metric_higher_is_better(name)
 
 
 def read_json(path: Path) -> tuple[Any, str | None]:

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import re
 
-# (pattern, stack prefix, kind); the first group is the layer index. Mirrors heads/surgery/families.
-_PATTERNS: tuple[tuple[re.Pattern, str, str], ...] = (
-    (re.compile(r"encoder\.layers\.(\d+)\.self_attn$"), "enc", "self"),
-    (re.compile(r"decoder\.layers\.(\d+)\.self_attn$"), "dec", "causal"),
-    (re.compile(r"decoder\.layers\.(\d+)\.encoder_attn$"), "dec", "cross"),
-    (re.compile(r"encoder\.layer\.(\d+)\.attention\.self$"), "enc", "self"),
-    (re.compile(r"encoder\.layer\.(\d+)\.crossattention\.self$"), "enc", "cross"),
-    (re.compile(r"(?:^|\.)layers\.(\d+)\.self_attn$"), "L", "causal"),
+from heads.site_patterns import FAMILY_PATTERNS, PATH_ORDER
+
+# (pattern, stack prefix, kind) from the families' own patterns (heads.site_patterns), most specific first.
+_PREFIX = {"encoder": "enc", "decoder": "dec", "": "L"}
+_PATTERNS: tuple[tuple[re.Pattern, str, str], ...] = tuple(
+    (re.compile(p.regex), _PREFIX[p.stack], p.kind) for family in PATH_ORDER for p in FAMILY_PATTERNS[family]
 )
 
 

@@ -26,8 +26,7 @@ class Task(ABC):
     description: ClassVar[str]
     families: ClassVar[tuple[str, ...]]  # model families (heads.surgery.families) that can do the task
     model_heads: ClassVar[tuple[str, ...]]  # how the class names of models with the task's output head end
-    metric: ClassVar[str]  # the headline metric evaluate() returns
-    higher_is_better: ClassVar[bool]
+    metric: ClassVar[str]  # the headline metric evaluate() returns (its direction: heads.metrics)
     empty_hint: ClassVar[str] = "every row is blank"  # why a split can encode to no example at all
 
     def data_path(self, cfg: RunConfig) -> Path:

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from heads import models
 from heads.config import RunConfig
+from heads.metrics import TASK_METRIC
 from heads.tasks.base import Task, mean_loss
 from heads.tasks.batching import eval_batches, pad
 from heads.tasks.registry import register_task
@@ -21,8 +22,7 @@ from heads.tasks.text import bpe_tokenizer, build_or_load
 @register_task("cls")
 class PairClassification(Task):
     description = "paraphrase identification (same verse, two English translations vs neighbours); accuracy"
-    metric = "accuracy"
-    higher_is_better = True
+    metric = TASK_METRIC["cls"]
     families = ("bert",)
     model_heads = ("ForSequenceClassification",)
 

@@ -8,6 +8,7 @@ import torch
 
 from heads import models
 from heads.config import RunConfig
+from heads.metrics import TASK_METRIC
 from heads.tasks.base import Task, mean_loss
 from heads.tasks.batching import eval_batches
 from heads.tasks.registry import register_task
@@ -17,8 +18,7 @@ from heads.tasks.text import bpe_tokenizer, build_or_load
 @register_task("lm")
 class LanguageModelling(Task):
     description = "causal LM (Llama from config) on World English Bible text; perplexity, bits per token"
-    metric = "perplexity"
-    higher_is_better = False
+    metric = TASK_METRIC["lm"]
     families = ("llama",)
     model_heads = ("ForCausalLM",)
 

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from heads import models
 from heads.config import RunConfig
+from heads.metrics import TASK_METRIC
 from heads.tasks.base import Task, mean_loss
 from heads.tasks.batching import eval_batches, pad
 from heads.tasks.registry import register_task
@@ -18,8 +19,7 @@ IGNORE = -100
 @register_task("mt")
 class Translation(Task):
     description = "translation En->Fr (Marian from config) on verse pairs; BLEU and chrF (sacrebleu), beam search"
-    metric = "bleu"
-    higher_is_better = True
+    metric = TASK_METRIC["mt"]
     families = ("marian",)
     model_heads = ("MTModel", "ForConditionalGeneration")
 

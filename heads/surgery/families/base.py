@@ -8,6 +8,7 @@ from typing import ClassVar
 
 from torch import nn
 
+from heads.site_patterns import SitePattern
 from heads.surgery.site import Site, SiteKind
 
 
@@ -20,14 +21,6 @@ class Projections:
     v: nn.Linear
     o: nn.Linear
 
-
-@dataclass(frozen=True)
-class SitePattern:
-    """A module-path pattern with one group capturing the layer index."""
-
-    regex: str
-    kind: SiteKind
-    stack: str
 
 
 class Family:

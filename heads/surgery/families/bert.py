@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from heads.surgery.families.base import Family, SitePattern
+from heads.site_patterns import FAMILY_PATTERNS
+from heads.surgery.families.base import Family
 
 
 class BertFamily(Family):
     name = "bert"
     model_types = ("bert",)
-    patterns = (
-        SitePattern(r"encoder\.layer\.(\d+)\.attention\.self$", "self", "encoder"),
-        SitePattern(r"encoder\.layer\.(\d+)\.crossattention\.self$", "cross", "encoder"),
-    )
+    patterns = FAMILY_PATTERNS["bert"]
     qkv_names = ("query", "key", "value")
     out_name = None
     outer_out_path = "output.dense"

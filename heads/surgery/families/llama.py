@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from heads.surgery.families.base import Family, SitePattern
+from heads.site_patterns import FAMILY_PATTERNS
+from heads.surgery.families.base import Family
 
 
 class LlamaFamily(Family):
     name = "llama"
     model_types = ("llama", "mistral", "qwen2")
-    patterns = (SitePattern(r"(?:^|\.)layers\.(\d+)\.self_attn$", "causal", ""),)
+    patterns = FAMILY_PATTERNS["llama"]
 
     def head_counts(self, config, site_kind, stack):
         heads = config.num_attention_heads

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from heads.surgery.families.base import Family, SitePattern
+from heads.site_patterns import FAMILY_PATTERNS
+from heads.surgery.families.base import Family
 
 
 class MarianFamily(Family):
     name = "marian"
     model_types = ("marian", "bart")
-    patterns = (
-        SitePattern(r"encoder\.layers\.(\d+)\.self_attn$", "self", "encoder"),
-        SitePattern(r"decoder\.layers\.(\d+)\.self_attn$", "causal", "decoder"),
-        SitePattern(r"decoder\.layers\.(\d+)\.encoder_attn$", "cross", "decoder"),
-    )
+    patterns = FAMILY_PATTERNS["marian"]
     out_name = "out_proj"
 
     def head_counts(self, config, site_kind, stack):

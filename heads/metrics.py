@@ -1,0 +1,21 @@
+"""Which way is better, stated once for the tasks and the report (this module imports nothing heavy)."""
+
+from __future__ import annotations
+
+# The metrics a task's evaluation reports: True when larger is better.
+HIGHER_IS_BETTER: dict[str, bool] = {
+    "bleu": True,
+    "chrf": True,
+    "accuracy": True,
+    "perplexity": False,
+    "bits_per_token": False,
+    "loss": False,
+}
+# The headline metric of each built-in task (a task's ``metric``; the report's fallback for a tree without
+# summaries).
+TASK_METRIC: dict[str, str] = {"lm": "perplexity", "mt": "bleu", "cls": "accuracy"}
+
+
+def higher_is_better(metric: str) -> bool:
+    """Whether larger values of ``metric`` are better (an unknown metric: smaller is, as for losses)."""
+    return HIGHER_IS_BETTER.get(metric, False)
