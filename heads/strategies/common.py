@@ -3,13 +3,73 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
+from heads.config import ConfigError
 from heads.scoring import compute_scores
 from heads.scoring.select import group_sizes, select
 from heads.surgery import head_layout
+from heads.train.loop import Hook
+
+SCOPES = ("global", "per_site")
+
+
+@dataclass
+class Selection:
+    """How a strategy that prunes by scores chooses heads: the scorer, global or per-site ranking, the heads
+    every site keeps, the seed that breaks ties. Shared by posthoc, iterative, oneshot and early."""
+
+    scorer: str = "importance"
+    scope: str = "global"  # global | per_site
+    floor: int = 1
+    seed: int = 0
+    scorer_params: dict = field(default_factory=dict)
+
+    def check_selection(self) -> None:
+        if self.scope not in SCOPES:
+            raise ConfigError(f"strategy.params.scope: {self.scope!r} is not one of {list(SCOPES)}")
+
+    def choose(self, model: nn.Module, batches: Iterable[dict], ratio: float, seed_offset: int = 0) -> dict:
+        """Heads to remove: the lowest-scoring ``ratio`` of the current heads."""
+        return score_and_select(model, batches, self.scorer, ratio, self.scope, self.floor,
+                                self.seed + seed_offset, self.scorer_params)
+
+
+class PruneOnce(Hook):
+    """Prune ``ratio`` of the heads once, at training step ``step`` (0: before the first step), chosen by
+    ``selection`` on ``probe_batches`` probe batches; optionally re-initialise the survivors. One schedule
+    for one-shot pruning after a proxy pass and Michel's pruning at a chosen step (B6)."""
+
+    def __init__(self, step: int, ratio: float, selection: Selection, probe_batches: int, reason: str,
+                 reinit: bool = False):
+        self.step, self.ratio, self.selection = step, ratio, selection
+        self.probe_batches, self.reason, self.reinit = probe_batches, reason, reinit
+        self.done = False
+
+    def _act(self, trainer) -> None:
+        remove = self.selection.choose(trainer.model, trainer.probe_batches(self.probe_batches), self.ratio)
+        trainer.prune(remove, reason=self.reason)
+        if self.reinit:
+            reinitialise(trainer.model)
+            trainer.optimizer.state.clear()
+        self.done = True
+
+    def on_start(self, trainer) -> None:
+        if self.step == 0 and not self.done:
+            self._act(trainer)
+
+    def on_step_end(self, trainer) -> None:
+        if not self.done and trainer.step == self.step:
+            self._act(trainer)
+
+    def state_dict(self) -> dict:
+        return {"done": self.done}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.done = state["done"]
 
 
 def score_and_select(

@@ -1,4 +1,5 @@
-"""``early``: prune by importance at a chosen step of training (Michel's training dynamics, B6)."""
+"""``early``: prune by importance at a chosen step of training (Michel's training dynamics, B6): the one-shot
+schedule (heads.strategies.common.PruneOnce) with Michel's defaults and no proxy pass of its own."""
 
 from __future__ import annotations
 
@@ -6,38 +7,21 @@ from dataclasses import dataclass
 
 from heads.config import ConfigError
 from heads.strategies.base import Strategy, check_ratio
-from heads.strategies.common import score_and_select
+from heads.strategies.common import PruneOnce, Selection
 from heads.strategies.registry import register_strategy
-from heads.train.loop import Hook
 
 
 @dataclass
-class EarlyParams:
+class EarlyParams(Selection):
     at_step: int = 0  # 0 = never
     ratio: float = 0.0
-    scorer: str = "importance"
-    scope: str = "global"
-    floor: int = 1
     probe_batches: int = 4
-    seed: int = 0
 
     def check(self) -> None:
         check_ratio("ratio", self.ratio)
+        self.check_selection()
         if self.at_step < 0:
             raise ConfigError(f"strategy.params.at_step: must be >= 0, got {self.at_step}")
-
-
-class _Early(Hook):
-    def __init__(self, p: EarlyParams):
-        self.p = p
-
-    def on_step_end(self, trainer) -> None:
-        p = self.p
-        if trainer.step == p.at_step:
-            remove = score_and_select(
-                trainer.model, trainer.probe_batches(p.probe_batches), p.scorer, p.ratio, p.scope, p.floor, p.seed
-            )
-            trainer.prune(remove, reason=f"early {p.scorer} at step {p.at_step}")
 
 
 @register_strategy("early")
@@ -47,4 +31,7 @@ class Early(Strategy):
     Params = EarlyParams
 
     def hooks(self, cfg):
-        return [_Early(self.params)] if self.params.at_step and self.params.ratio > 0 else []
+        p = self.params
+        if not (p.at_step and p.ratio > 0):
+            return []
+        return [PruneOnce(p.at_step, p.ratio, p, p.probe_batches, f"early {p.scorer} at step {p.at_step}")]

@@ -3,31 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from torch import nn
 
 from heads.config import ConfigError
 from heads.scoring.select import round_half_up
 from heads.strategies.base import Strategy, check_ratio
-from heads.strategies.common import score_and_select
+from heads.strategies.common import Selection
 from heads.strategies.registry import register_strategy
 from heads.surgery import head_layout, num_heads, prune_heads
 
 
 @dataclass
-class IterativeParams:
-    scorer: str = "importance"
+class IterativeParams(Selection):
     step: float = 0.1  # share of the ORIGINAL heads removed per level (Michel: 5-10 %)
     max_ratio: float = 0.0  # stop at this share pruned; 0 = do nothing
-    scope: str = "global"
-    floor: int = 1
-    seed: int = 0
     batches: int = 8
-    scorer_params: dict = field(default_factory=dict)
 
     def check(self) -> None:
         check_ratio("max_ratio", self.max_ratio)
+        self.check_selection()
         if not 0.0 < self.step < 1.0:
             raise ConfigError(f"strategy.params.step: {self.step} is outside (0, 1)")
 
@@ -52,9 +48,7 @@ class Iterative(Strategy):
             if need <= 0:
                 break
             try:
-                remove = score_and_select(
-                    model, batches, p.scorer, need / current, p.scope, p.floor, p.seed + level, p.scorer_params
-                )
+                remove = p.choose(model, batches, need / current, seed_offset=level)
             except ValueError:  # the floor makes this level unreachable: the curve ends here
                 break
             prune_heads(model, remove)
@@ -65,5 +59,4 @@ class Iterative(Strategy):
         return points
 
     def select(self, model, batches):
-        p = self.params
-        return score_and_select(model, batches, p.scorer, p.max_ratio, p.scope, p.floor, p.seed, p.scorer_params)
+        return self.params.choose(model, batches, self.params.max_ratio)
