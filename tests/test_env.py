@@ -66,22 +66,28 @@ def outputs(tmp_path_factory):
     """One smoke run and every analysis output written from it."""
     root = tmp_path_factory.mktemp("env")
     run, data = root / "run", f"data.root={root / 'data'}"
-    assert main(["train", "--task", "lm", "--preset", "smoke", "--out", str(run), data, "train.progress=false"]) == 0
+
+    def identity(label: str, kind: str, variant: str, arm: str = "none", ratio: float = 0.0) -> str:
+        return json.dumps({"label": label, "kind": kind, "task": "lm", "seed": 0, "variant": variant, "arm": arm,
+                           "ratio": ratio, "knob": None, "from_run": None})
+
+    assert main(["train", "--task", "lm", "--preset", "smoke", "--out", str(run), data, "train.progress=false",
+                 "--run", identity("lm/baseline/none/0.0/seed0", "run", "baseline")]) == 0
     pruned = root / "pruned"
     commands = [
         ["prune", str(run), "--strategy", "posthoc", "--param", "ratio=0.5", "batches=1", "--evaluate", "--out",
-         str(pruned)],
+         str(pruned), "--run", identity("lm/posthoc/importance/0.5/seed0", "run", "posthoc", "importance", 0.5)],
         ["ablate", str(run), "--batches", "1", "--out", str(root / "ablate.json")],
         ["curve", str(run), "--param", "step=0.5", "max_ratio=0.5", "batches=1", "--out", str(root / "curve.json")],
         ["score", str(run), "--scorer", "magnitude", "--batches", "1", "--out", str(root / "score.json")],
         ["roles", str(run), "--batches", "1", "--out", str(root / "roles.json")],
         ["speed", str(run), "--ratios", "0.5", "--batches", "2", "--repeats", "1", "--examples", "2", "--warmup", "0",
-         "--out", str(root / "speed.json")],
+         "--out", str(root / "speed.json"), "--run", identity("lm/analysis/speed", "speed", "speed")],
         ["evaluate", str(run), "--out", str(root / "evaluate.json")],
     ]
     for argv in commands:
         assert main(argv) == 0, argv
-    files = [run / "summary.json", pruned / "pruning.json", pruned / "eval.json"]
+    files = [run / "summary.json", pruned / "pruning.json", pruned / "eval.json", pruned / "summary.json"]
     files += [root / f"{name}.json" for name in ("ablate", "curve", "score", "roles", "speed", "evaluate")]
     return files
 
@@ -94,17 +100,16 @@ def test_every_record_and_analysis_output_names_its_environment(outputs):
 
 def test_the_report_reads_records_with_an_environment_as_without(outputs, tmp_path):
     """The new key is no number: the collected records and speed rows equal those of the same files without
-    it (speed.json in its old form, a bare list of rows)."""
+    it."""
     from heads.report.collect import RunTree
 
     def tree(root: Path, strip: bool) -> RunTree:
-        places = {0: "lm/baseline/none/0/seed0/summary.json", 2: "lm/posthoc/magnitude/0.5/seed0/eval.json",
+        places = {0: "lm/baseline/none/0/seed0/summary.json", 3: "lm/posthoc/magnitude/0.5/seed0/summary.json",
                   -2: "lm/analysis/speed.json"}
         for index, rel in places.items():
             data = json.loads(outputs[index].read_text())
             if strip:
                 data.pop(env.KEY)
-                data = data.get("rows", data)
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(json.dumps(data))
         return RunTree(root)

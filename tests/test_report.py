@@ -509,7 +509,8 @@ def test_malformed_analyses_do_not_crash_the_report(tmp_path, capsys):
     _write(runs / "cls" / "analysis" / "speed.json", {"rows": [{"ratio": "fast"}]})
     _train_run(runs, "lm", "baseline/none/0.0", 0, metric="perplexity", value=float("nan"), final=3.0,
                sec_per_step=0.05, heads=8, params=1)
-    (runs / "lm" / "during" / "oneshot" / "0.25" / "seed0").mkdir(parents=True)  # an empty run folder
+    # a run killed before its first checkpoint: only the config it wrote first
+    _write(runs / "lm" / "during" / "oneshot" / "0.25" / "seed0" / "config.json", {"task": "lm", "train": {"seed": 0}})
     stamp(runs)
     out = tmp_path / "out"
     for name in NAMES:

@@ -112,7 +112,7 @@ def test_register_a_new_scorer():
         scores = compute_scores("test-constant", build("llama"), [])
         assert all(torch.equal(s, torch.ones(4)) for s in scores.values())
     finally:
-        del _REGISTRY["test-constant"]
+        _REGISTRY.remove("test-constant")
 
 
 # --- every scorer on every family -----------------------------------------------------------------------
@@ -378,7 +378,7 @@ def test_stratified_scores_keep_a_head_important_in_any_domain():
         # head 2 is redundant on prose but the only one doing code: it must not be the lowest
         assert all(s.tolist() == pytest.approx([0.1, 0.9, 0.9, 0.8]) for s in scores.values())
     finally:
-        del _REGISTRY["test-by-domain"]
+        _REGISTRY.remove("test-by-domain")
 
 
 def test_stratified_redundancy_needs_redundancy_in_every_domain(monkeypatch):

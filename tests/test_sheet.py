@@ -5,13 +5,12 @@ import shlex
 from pathlib import Path
 
 import pytest
-import yaml
 
 from heads.config import parse_overrides
-from heads.sheet import RunSpec, SheetError, baseline, build, check, command_line, custom, run_label
+from heads.sheet import RunSpec, SheetError, baseline, build, check, command_line, custom, dag_for, run_label
 
 ROOT = Path(__file__).resolve().parents[1]
-DAG = yaml.safe_load((ROOT / "workflow/config/default.yaml").read_text())["dag"]
+DAG = {preset: dag_for(ROOT / "replications", preset) for preset in ("smoke", "tiny", "paper")}
 
 
 def test_every_preset_builds_a_sheet_whose_runs_start_from_runs_on_it():

@@ -22,16 +22,13 @@ def snakemake(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
 def test_dry_run_resolves_every_preset(preset):
     import re
 
-    import yaml
-
-    from heads.sheet import build
+    from heads.sheet import build, dag_for
 
     run = snakemake("-n", "--forceall", "--config", f"preset={preset}")
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-3000:]
     counts = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.M)}
-    dag = yaml.safe_load((ROOT / "workflow/config/default.yaml").read_text())["dag"][preset]
-    sheet = build(ROOT / "replications", dag)
+    sheet = build(ROOT / "replications", dag_for(ROOT / "replications", preset))
     # one job per entry of the run sheet, and every replication's tables, figures and ledger page
     assert counts["train"] == len(sheet.labels("train")) + len(sheet.labels("prune")), counts
     assert counts["analyse"] == len(sheet.runs) - counts["train"], counts

@@ -15,12 +15,9 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from heads.registry import NoParams, Registry, UnknownName
+
 Scores = dict[str, torch.Tensor]
-
-
-@dataclasses.dataclass(frozen=True)
-class NoParams:
-    """For scorers without parameters."""
 
 
 class Scorer:
@@ -54,36 +51,24 @@ class Scorer:
         raise NotImplementedError
 
 
-_REGISTRY: dict[str, type[Scorer]] = {}
-
-
-class UnknownScorerError(KeyError):
-    """``get_scorer`` with a name nobody registered; the message lists the known ones."""
-
-    def __str__(self) -> str:  # KeyError would print the message in quotes
-        return str(self.args[0])
+_REGISTRY: Registry[type[Scorer]] = Registry("scorer")
+UnknownScorerError = UnknownName  # the registry's one error type, under the name scoring has always exported
 
 
 def register_scorer(name: str) -> Callable[[type[Scorer]], type[Scorer]]:
     """Class decorator: register a ``Scorer`` subclass under ``name`` (names are unique)."""
 
     def decorate(cls: type[Scorer]) -> type[Scorer]:
-        if name in _REGISTRY and _REGISTRY[name] is not cls:
-            raise ValueError(f"scorer {name!r} is already registered ({_REGISTRY[name].__name__})")
         if not (isinstance(cls, type) and issubclass(cls, Scorer)):
             raise TypeError(f"register_scorer({name!r}) decorates Scorer subclasses, got {cls!r}")
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
+        return _REGISTRY.register(name)(cls)
 
     return decorate
 
 
 def get_scorer(name: str) -> Scorer:
     """A fresh instance of the scorer registered as ``name``."""
-    if name not in _REGISTRY:
-        raise UnknownScorerError(f"unknown scorer {name!r}; known scorers: {sorted(_REGISTRY)}")
-    return _REGISTRY[name]()
+    return _REGISTRY.lookup(name)()
 
 
 def list_scorers() -> dict[str, str]:

@@ -19,12 +19,8 @@ from typing import Any, ClassVar
 from torch import nn
 
 from heads.config import ConfigError, RunConfig, check_type
+from heads.registry import NoParams
 from heads.train.loop import Hook
-
-
-@dataclasses.dataclass
-class NoParams:
-    """For strategies without parameters."""
 
 
 class Strategy:

@@ -5,29 +5,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from heads.config import ConfigError
+from heads.registry import Registry
 from heads.strategies.base import Strategy
 
-STRATEGIES: dict[str, type[Strategy]] = {}
-
-
-def register_strategy(name: str):
-    def decorate(cls: type[Strategy]) -> type[Strategy]:
-        if name in STRATEGIES and STRATEGIES[name] is not cls:
-            raise ValueError(f"strategy {name!r} is already registered by {STRATEGIES[name].__name__}")
-        cls.name = name
-        STRATEGIES[name] = cls
-        return cls
-
-    return decorate
+STRATEGIES: Registry[type[Strategy]] = Registry("strategy", "strategies")
+register_strategy = STRATEGIES.register
 
 
 def get_strategy(name: str) -> type[Strategy]:
     if name not in STRATEGIES:
         load_plugins()
-    if name not in STRATEGIES:
-        raise ConfigError(f"unknown strategy {name!r}; known strategies: {sorted(STRATEGIES)}")
-    return STRATEGIES[name]
+    return STRATEGIES.lookup(name)
 
 
 def build_strategy(name: str, params: Mapping[str, Any] | None = None) -> Strategy:

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from torch import nn
 
+from heads.registry import Registry
 from heads.surgery.families.base import Family, Projections, SitePattern
 from heads.surgery.families.bert import BertFamily
 from heads.surgery.families.llama import LlamaFamily
 from heads.surgery.families.marian import MarianFamily
 
-FAMILIES: dict[str, Family] = {}
+# Model type -> family adapter (several model types share one family).
+FAMILIES: Registry[Family] = Registry("model_type")
 for _family in (LlamaFamily(), BertFamily(), MarianFamily()):
     for _model_type in _family.model_types:
-        FAMILIES[_model_type] = _family
+        FAMILIES.add(_model_type, _family)
 
 
 def family_of(model: nn.Module) -> Family:

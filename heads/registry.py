@@ -1,0 +1,73 @@
+"""One registry for everything looked up by name: tasks, scorers, strategies and model families.
+
+``Registry`` is a read-only mapping (name -> entry) with a ``register`` decorator and a ``lookup`` whose error,
+:class:`UnknownName`, names the known entries. It is a configuration error (a ``ConfigError``) and a lookup
+error (a ``KeyError``) at once, so callers catch it either way. ``NoParams`` is the parameter dataclass of
+anything that takes none. Imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
+from typing import Generic, TypeVar
+
+from heads.config import ConfigError
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class NoParams:
+    """For scorers and strategies without parameters."""
+
+
+class UnknownName(ConfigError, KeyError):
+    """A name nobody registered; the message lists the known ones."""
+
+    def __str__(self) -> str:  # KeyError would print the message in quotes
+        return str(self.args[0])
+
+
+class Registry(Mapping[str, T], Generic[T]):
+    """Entries of one kind (``kind``: "task", "scorer", ...) by name; names are unique."""
+
+    def __init__(self, kind: str, plural: str | None = None):
+        self.kind, self.plural = kind, plural or f"{kind}s"
+        self._entries: dict[str, T] = {}
+
+    def register(self, name: str) -> Callable[[T], T]:
+        """Decorator: register a class under ``name`` (and set its ``name``); a second, different one fails."""
+
+        def decorate(entry: T) -> T:
+            self.add(name, entry)
+            if isinstance(entry, type):
+                entry.name = name
+            return entry
+
+        return decorate
+
+    def add(self, name: str, entry: T) -> None:
+        old = self._entries.get(name)
+        if old is not None and old is not entry:
+            raise ValueError(f"{self.kind} {name!r} is already registered ({getattr(old, '__name__', old)!r})")
+        self._entries[name] = entry
+
+    def remove(self, name: str) -> None:
+        """Unregister ``name`` (a test's temporary entry)."""
+        self._entries.pop(name, None)
+
+    def lookup(self, name: str) -> T:
+        """The entry registered as ``name``; :class:`UnknownName` listing the known ones otherwise."""
+        if name not in self._entries:
+            raise UnknownName(f"unknown {self.kind} {name!r}; known {self.plural}: {sorted(self._entries)}")
+        return self._entries[name]
+
+    def __getitem__(self, name: str) -> T:
+        return self.lookup(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
