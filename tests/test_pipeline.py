@@ -50,7 +50,10 @@ def test_every_table_figure_and_the_ledger_exist(repo):
             assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
         for table in kinds["tables"]:
             with (out / replication / f"{table}.csv").open() as f:
-                assert len(list(csv.reader(f))) > 1, f"{replication}/{table} has no rows"
+                rows = list(csv.reader(f))
+            # an untrained smoke model can leave a table nothing to measure (a BLEU of 0 has no retained share):
+            # then its Markdown must say so rather than show an empty grid
+            assert rows and (len(rows) > 1 or "_No data" in (out / replication / f"{table}.md").read_text()), table
         assert (out / replication / "claims.md").exists()
     with (out / "claims.csv").open() as f:
         rows = list(csv.DictReader(f))
