@@ -19,7 +19,7 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(SNAKEMAKE is None, reason="snakemake not installed (pip install -e '.[test]')"),
 ]
-OUTPUTS = ("summary.json", "eval.json")
+OUTPUTS = ("summary.json",)  # what the train rule writes last (training runs and post-hoc prunes alike)
 
 
 def _training_in_flight(repo) -> bool:
@@ -76,7 +76,7 @@ def test_a_diverged_variant_is_reported_failed_not_dropped(tmp_path_factory):
     repo = copy_repo(tmp_path_factory.mktemp("diverged"))
     (repo / "poisoned.yaml").write_text(
         "dag:\n  smoke:\n    custom:\n"
-        "      - {label: poisoned, task: lm, strategy: nan_at_step, ratio: 0.0, params: {at_step: 12}}\n"
+        "      - {label: poisoned, task: lm, strategy: nan_at_step, params: {at_step: 12}}\n"
     )
     env = {
         **os.environ,
