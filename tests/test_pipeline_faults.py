@@ -25,7 +25,7 @@ OUTPUTS = ("summary.json",)  # what the train rule writes last (training runs an
 def _training_in_flight(repo) -> bool:
     """A training run has written a checkpoint and not yet its summary: a kill now leaves a job to resume."""
     runs = repo / "results/smoke/runs"
-    return any(not (c.parent / "summary.json").exists() for c in runs.rglob("checkpoint/state.json"))
+    return any(not (c.parent.parent / "summary.json").exists() for c in runs.rglob("checkpoint/state.json"))
 
 
 def _finished(repo):
