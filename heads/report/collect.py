@@ -203,7 +203,6 @@ class RunTree:
         self.target_tol = target_tol
         self.only = None if tasks is None else frozenset(tasks)
         self.problems: list[str] = []
-        self._cache: dict = {}
         self.runs: list[Run] = self._scan()
 
     # -- runs ----------------------------------------------------------------------------------------
