@@ -1,8 +1,11 @@
-"""Task metrics against independent computations: BLEU and chrF on fixed strings against sacrebleu itself."""
+"""Task metrics against independent computations: BLEU and chrF on fixed strings against sacrebleu itself, and
+scored against whole references."""
 
 import pytest
 import sacrebleu
+from conftest import smoke
 
+from heads.tasks import get_task
 from heads.tasks.mt import corpus_scores
 
 HYPS = ["the cat sat on the mat", "he went home", "and God saw the light, that it was good"]
@@ -13,6 +16,7 @@ def test_bleu_and_chrf_are_sacrebleus_corpus_scores():
     scores = corpus_scores(HYPS, REFS)
     assert scores["bleu"] == sacrebleu.corpus_bleu(HYPS, [REFS]).score
     assert scores["chrf"] == sacrebleu.corpus_chrf(HYPS, [REFS]).score
+    assert (scores["hyp_len"], scores["ref_len"]) == (19, 21)  # 13a tokens: "good." is two
     assert scores["sentences"] == 3 and scores["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     # the order matters (the hypotheses are shorter: brevity penalty; chrF weighs recall): hypotheses first
     assert scores["bleu"] != sacrebleu.corpus_bleu(REFS, [HYPS]).score
@@ -28,3 +32,26 @@ def test_known_values():
     assert corpus_scores(["xyzzy plugh"], ["the cat is on the mat"])["bleu"] == 0.0
     # case counts: "And" vs "and" and the final "." are misses
     assert corpus_scores(HYPS[2:], REFS[2:])["bleu"] < 100.0
+
+
+def test_references_are_whole_verses_even_past_seq_len(data_root):
+    """The model sees a verse cut to seq_len; BLEU scores against the whole verse."""
+    cfg = smoke("mt", data_root, "data.seq_len=8", "eval.max_examples=8", "eval.max_new_tokens=6")
+    task = get_task("mt")
+    tokenizer = task.tokenizer(cfg)
+    examples, refs = task.examples(cfg, tokenizer, "validation"), task.references(cfg, tokenizer, "validation")
+    assert refs == [text.strip() for text in task.splits(cfg)["validation"]["tgt"]]  # one per example, in order
+    decoded = [tokenizer.decode(t, skip_special_tokens=True).strip() for _, t in examples]
+    cut = [i for i, (d, r) in enumerate(zip(decoded, refs, strict=True)) if d != r]
+    assert cut and all(len(tokenizer(refs[i], add_special_tokens=False)["input_ids"]) > 7 for i in cut)
+    # the model's target is the verse's start, cut by bytes (mid-character, hence a trailing U+FFFD at times)
+    assert all(refs[i].startswith(decoded[i].rstrip("\ufffd")) for i in cut)
+
+    model = task.build_model(cfg, tokenizer)
+    result = task.evaluate(model, cfg, tokenizer, "validation")
+    hyps = task.translate(model, cfg, tokenizer, examples[:8])
+    assert result["bleu"] == corpus_scores(hyps, refs[:8])["bleu"] and result["sentences"] == 8
+    assert result["chrf"] == corpus_scores(hyps, refs[:8])["chrf"]
+    # a model this small scores 0 against any reference; the reference length says which ones were used
+    assert result["ref_len"] == sacrebleu.corpus_bleu(hyps, [refs[:8]]).ref_len
+    assert result["ref_len"] > sacrebleu.corpus_bleu(hyps, [decoded[:8]]).ref_len

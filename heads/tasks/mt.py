@@ -48,13 +48,22 @@ class Translation(Task):
 
     empty_hint = "every pair has a blank side"
 
-    def encode(self, cfg: RunConfig, tokenizer, split: str) -> list[tuple[list[int], list[int]]]:
+    def _pairs(self, cfg: RunConfig, tokenizer, split: str) -> list[tuple[list[int], list[int], str]]:
+        """(source ids, target ids, target text) of every row with both sides non-empty, uncut."""
         rows = self.splits(cfg)[split]
-        n, eos = cfg.data.seq_len, tokenizer.eos_token_id
         src = tokenizer(list(rows["src"]), add_special_tokens=False)["input_ids"]
         tgt = tokenizer(list(rows["tgt"]), add_special_tokens=False)["input_ids"]
+        return [(s, t, text) for s, t, text in zip(src, tgt, list(rows["tgt"]), strict=True) if s and t]
+
+    def encode(self, cfg: RunConfig, tokenizer, split: str) -> list[tuple[list[int], list[int]]]:
+        n, eos = cfg.data.seq_len, tokenizer.eos_token_id
         # Truncated to seq_len - 1 content tokens, then <eos>: over-long verses are cut, not dropped.
-        return [(s[: n - 1] + [eos], t[: n - 1] + [eos]) for s, t in zip(src, tgt, strict=True) if s and t]
+        return [(s[: n - 1] + [eos], t[: n - 1] + [eos]) for s, t, _ in self._pairs(cfg, tokenizer, split)]
+
+    def references(self, cfg: RunConfig, tokenizer, split: str) -> list[str]:
+        """The whole target text of each example of ``split``: a verse longer than ``seq_len`` is cut for the
+        model, never for scoring (a cut reference would reward a translation that stops early)."""
+        return [text.strip() for _, _, text in self._pairs(cfg, tokenizer, split)]
 
     def collate(self, examples) -> dict[str, torch.Tensor]:
         ids, mask = pad([s for s, _ in examples], 0)
@@ -81,14 +90,15 @@ class Translation(Task):
             lambda mod, b: self.loss(mod, b, cfg),
             lambda b: int((b["labels"] != IGNORE).sum()),
         )
-        hyps, refs = self.translate(model, cfg, tokenizer, data)
+        refs = self.references(cfg, tokenizer, split)[: len(data)]
+        hyps = self.translate(model, cfg, tokenizer, data)
         return {**corpus_scores(hyps, refs), "loss": loss, "split": split, "beams": cfg.eval.beams}
 
-    def translate(self, model, cfg: RunConfig, tokenizer, data) -> tuple[list[str], list[str]]:
-        """Beam-search translations and references of encoded pairs."""
+    def translate(self, model, cfg: RunConfig, tokenizer, data) -> list[str]:
+        """Beam-search translations of encoded pairs."""
         was_training = model.training
         model.eval()
-        hyps, refs = [], []
+        hyps = []
         with torch.no_grad():
             for start in range(0, len(data), cfg.data.batch_size):
                 chunk = data[start : start + cfg.data.batch_size]
@@ -104,9 +114,8 @@ class Translation(Task):
                     do_sample=False,
                 )
                 hyps += tokenizer.batch_decode(out, skip_special_tokens=True)
-                refs += tokenizer.batch_decode([t for _, t in chunk], skip_special_tokens=True)
         model.train(was_training)
-        return [h.strip() for h in hyps], [r.strip() for r in refs]
+        return [h.strip() for h in hyps]
 
 
 def corpus_scores(hyps: list[str], refs: list[str]) -> dict:
@@ -114,9 +123,13 @@ def corpus_scores(hyps: list[str], refs: list[str]) -> dict:
     import sacrebleu
 
     bleu, chrf = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
+    bleu_score = bleu.corpus_score(hyps, [refs])
     return {
-        "bleu": bleu.corpus_score(hyps, [refs]).score,
+        "bleu": bleu_score.score,
         "chrf": chrf.corpus_score(hyps, [refs]).score,
+        # BLEU's token counts, as sacrebleu reports them beside the score: what the brevity penalty compared
+        "hyp_len": bleu_score.sys_len,
+        "ref_len": bleu_score.ref_len,
         "bleu_signature": str(bleu.get_signature()),
         "chrf_signature": str(chrf.get_signature()),
         "sentences": len(hyps),
