@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from heads.cli import main
+from heads.cli.common import UserError
 
 PLUGINS = Path(__file__).parent / "plugins"
 
@@ -130,6 +131,20 @@ def test_ablate_and_curve(smoke_run, tmp_path):
     )
     points = json.loads((tmp_path / "c.json").read_text())["points"]
     assert [p["pruned"] for p in points] == [0, 2, 4, 6]
+    # a random baseline averages independent orders; each order is kept beside the mean
+    argv = ["curve", str(smoke_run), "--param", "scorer=random", "step=0.25", "max_ratio=0.5", "batches=2", "seed=3"]
+    assert main([*argv, "orders=3", "--out", str(tmp_path / "r.json")]) == 0
+    record = json.loads((tmp_path / "r.json").read_text())
+    orders = record["per_order"]
+    assert len(orders) == 3 and len({json.dumps([p["removed"] for p in o]) for o in orders}) > 1
+    metric = record["metric"]
+    for level, point in enumerate(record["points"]):
+        assert point[metric] == pytest.approx(sum(o[level][metric] for o in orders) / 3)
+    assert main([*argv, "--out", str(tmp_path / "r1.json")]) == 0  # one order: the curve of seed 3 itself
+    single = json.loads((tmp_path / "r1.json").read_text())
+    assert "per_order" not in single and single["points"] == orders[0]
+    with pytest.raises(UserError, match="orders: 0 must be a whole number >= 1"):
+        main([*argv, "orders=0", "--out", str(tmp_path / "r0.json")])
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-HEADER = "| claim | verdict | our effect [95 % CI] | seeds |"
+HEADER = "| claim | verdict | our effect [95 % CI] | seeds | p |"
 
 
 def _signed(value: str) -> str:
@@ -17,12 +17,13 @@ def _signed(value: str) -> str:
 
 def expected_table(claims_csv: Path) -> list[str]:
     """README's rendering of the ledger: one row per claim, effect and interval to three decimals."""
-    lines = [HEADER, "| --- | --- | --- | --- |"]
+    lines = [HEADER, "| --- | --- | --- | --- | --- |"]
     with claims_csv.open() as f:
         for row in csv.DictReader(f):
-            effect = "–" if not row["effect"] else (
-                f"{_signed(row['effect'])} [{_signed(row['ci_low'])}, {_signed(row['ci_high'])}]")
-            lines.append(f"| {row['claim']} | {row['verdict']} | {effect} | {row['n_seeds']} |")
+            effect = "–" if not row["effect"] else _signed(row["effect"]) + (
+                f" [{_signed(row['ci_low'])}, {_signed(row['ci_high'])}]" if row["ci_low"] else " (one value)")
+            lines.append(f"| {row['claim']} | {row['verdict']} | {effect} | {row['n_seeds']} | "
+                         f"{row['p_value'] or '–'} |")
     return lines
 
 

@@ -129,3 +129,19 @@ def test_select_then_prune_then_select_again_on_the_pruned_model(family):
     prune_heads(model, second)
     assert [len(v) for v in head_layout(model).values()] == [len(layout[s]) - len(second[s]) for s in layout]
     assert len(sites(model)) == len(layout)
+
+
+def test_a_random_selection_follows_the_selection_seed():
+    """Each seed (and each curve level, each order) draws its own random order; a scorer seed given explicitly
+    wins. A fixed scorer seed once made every seed's 'random' baseline the same order."""
+    from heads.strategies.common import Selection
+
+    model = build("llama")
+    batches = [batch_for("llama")]
+    draws = {seed: Selection(scorer="random", seed=seed).choose(model, batches, 0.5) for seed in range(4)}
+    assert len({str(sorted(d.items())) for d in draws.values()}) > 1
+    assert Selection(scorer="random", seed=2).choose(model, batches, 0.5) == draws[2]
+    assert Selection(scorer="random", seed=2).choose(model, batches, 0.5, seed_offset=1) == draws[3]
+    fixed = [Selection(scorer="random", seed=s, scorer_params={"seed": 7}).choose(model, batches, 0.5)
+             for s in range(3)]
+    assert fixed[0] == fixed[1] == fixed[2]

@@ -243,12 +243,12 @@ def cmd_curve(args: argparse.Namespace) -> int:
         result = loaded.task.evaluate(model, loaded.cfg, loaded.tokenizer, loaded.cfg.eval.split)
         return {k: v for k, v in result.items() if isinstance(v, (int, float))}
 
-    points = strategy.curve(loaded.model, batches, evaluate)
-    write_json(
-        args.out,
-        with_identity(args, with_environment({"strategy": "iterative", "params": parse_params(args.param),
-                                              "metric": loaded.task.metric, "points": points}, loaded.model)),
-    )
+    points, per_order = strategy.curves(loaded.model, batches, evaluate)
+    record = {"strategy": "iterative", "params": parse_params(args.param), "metric": loaded.task.metric,
+              "points": points}
+    if per_order:
+        record["per_order"] = per_order
+    write_json(args.out, with_identity(args, with_environment(record, loaded.model)))
     for p in points:
         print(f"{p['ratio']:.3f} pruned: {loaded.task.metric} {p[loaded.task.metric]:.4f}")
     return 0

@@ -1,7 +1,7 @@
 """Reports: collect the run tree, render per-replication tables and figures, and the claims ledger.
 
 ``collect`` (run tree -> records) -> ``measures`` (claim selectors -> per-seed values) -> ``stats``
-(bootstrap CIs, verdicts) -> ``claims`` (CLAIMS.md, claims.csv); ``tables`` and ``figures`` render each
+(Student-t intervals, preconditions, verdicts) -> ``claims`` (CLAIMS.md, claims.csv); ``tables`` and ``figures`` render each
 replication; ``render`` ties one replication together. Nothing here imports torch.
 """
 

@@ -21,16 +21,20 @@ from heads.report.stats import (
     FAILED,
     INCONCLUSIVE,
     LEVEL,
+    METHOD,
+    MIN_SEEDS,
     NOT_TESTED,
-    RESAMPLES,
     VERDICTS,
+    Decision,
     Estimate,
+    decide,
+    decide_equivalence,
     effect_size,
     estimate,
-    verdict,
 )
 
-CSV_COLUMNS = ["claim", "replication", "verdict", "effect", "ci_low", "ci_high", "paper_value", "n_seeds"]
+CSV_COLUMNS = ["claim", "replication", "verdict", "effect", "ci_low", "ci_high", "paper_value", "n_seeds", "method",
+               "p_value", "precondition"]
 EXTRA_COLUMNS = ["task", "quantity", "condition", "effect_size", "per_seed", "note"]
 MAX_REASONS = 3
 
@@ -45,29 +49,38 @@ class ClaimResult:
     effect_size: float | None = None
     per_seed: dict[int, float] = field(default_factory=dict)
     note: str = ""
+    p_value: float | None = None
+    precondition: str = ""
+
+    @property
+    def method(self) -> str:
+        if self.claim.not_tested or self.estimate.n == 0:
+            return ""
+        return METHOD[self.claim.test]
 
 
 def _combine(claim: Claim, a: Series, b: Series | None) -> tuple[dict[int, float], list[str]]:
-    """Per-seed effect: a alone, a - b (optionally relative to |b|) or a / b, paired by seed."""
+    """Per-seed effect: a alone, a - b (optionally relative to |b|) or a / b, paired by seed; the second list says
+    which seeds could not be paired or had no defined effect."""
     if b is None:
         return dict(a.values), []
-    notes = []
+    unmeasured = []
     only_a, only_b = sorted(set(a.values) - set(b.values)), sorted(set(b.values) - set(a.values))
     if only_a:
-        notes.append(f"seeds {only_a} only in a")
+        unmeasured.append(f"seeds {only_a} only in a")
     if only_b:
-        notes.append(f"seeds {only_b} only in b")
+        unmeasured.append(f"seeds {only_b} only in b")
     out = {}
     for key in sorted(set(a.values) & set(b.values)):
         x, y = a.values[key], b.values[key]
         if claim.kind == "paired_ratio" or claim.relative:
             if y == 0:
-                notes.append(f"seed {key}: b is 0, no ratio")
+                unmeasured.append(f"seed {key}: b is 0, no {'ratio' if claim.kind == 'paired_ratio' else 'relative change'}")
                 continue
             out[key] = x / y if claim.kind == "paired_ratio" else (x - y) / abs(y)
         else:
             out[key] = x - y
-    return out, notes
+    return out, unmeasured
 
 
 def _short(reasons: Sequence[str]) -> str:
@@ -76,42 +89,95 @@ def _short(reasons: Sequence[str]) -> str:
     return text + (f" (+{len(unique) - MAX_REASONS} more)" if len(unique) > MAX_REASONS else "")
 
 
+def _values(values: Sequence[float]) -> str:
+    """Per-seed values in words: one number, or the mean with the range."""
+    if len(values) == 1:
+        return f"{values[0]:.4g}"
+    return f"mean {sum(values) / len(values):.4g}, seeds {min(values):.4g} to {max(values):.4g}"
+
+
+def check_preconditions(claim: Claim, tree: RunTree) -> tuple[str, str | None]:
+    """``(column text, verdict or None)``: *not tested* when a precondition fails, *inconclusive* when one cannot
+    be measured, None when all hold (or none is declared)."""
+    if not claim.requires:
+        return ("none needed" if claim.declared else "none declared"), None
+    met, failed, unmeasured = [], [], []
+    for pre in claim.requires:
+        try:
+            series = measure(tree, pre.a)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+            unmeasured.append(f"{pre.what}: {exc}")
+            continue
+        values = [v for _, v in sorted(series.values.items())]
+        if not values or series.failed or series.missing:
+            unmeasured.append(f"{pre.what}: " + (_short(list(series.failed.values()) + series.missing) or "no value"))
+            continue
+        words = f"{pre.what}: {_values(values)} (needs {pre.bound()} on every seed)"
+        if all(pre.holds(v) for v in values):
+            met.append(words)
+        else:
+            failed.append(words + (f"; {pre.why}" if pre.why else ""))
+    if failed:
+        return "not met: " + "; ".join(failed), NOT_TESTED
+    if unmeasured:
+        return "not measured: " + "; ".join(unmeasured), INCONCLUSIVE
+    return "met: " + "; ".join(met), None
+
+
 def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
-    """One claim against the runs (never raises for missing or broken data)."""
+    """One claim against the runs (never raises for missing or broken data).
+
+    No seed is left out silently: one that could not be measured (missing, unpaired, an undefined ratio, a run
+    that pruned nothing) makes the claim inconclusive with the reason, and the effect over the others is shown."""
     if claim.not_tested:
-        return ClaimResult(claim, NOT_TESTED, note=f"not testable at this scale: {claim.not_tested}")
+        return ClaimResult(claim, NOT_TESTED, note=claim.not_tested, precondition="not met: " + claim.not_tested)
+    precondition, blocked = check_preconditions(claim, tree)
     try:
         a = measure(tree, claim.a)
         b = measure(tree, claim.b) if claim.b is not None else None
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
-        return ClaimResult(claim, INCONCLUSIVE, note=f"could not measure: {exc.__class__.__name__}: {exc}")
+        return ClaimResult(claim, INCONCLUSIVE, note=f"could not measure: {exc.__class__.__name__}: {exc}",
+                           precondition=precondition)
     sides = [a] if b is None else [a, b]
-    per_seed, pairing = _combine(claim, a, b)
+    per_seed, unpaired = _combine(claim, a, b)
     idle = [msg for s in sides for _, msg in sorted(s.idle.items())]
     per_seed = {seed: v for seed, v in per_seed.items() if not any(seed in s.idle for s in sides)}
     est = estimate(list(per_seed.values()))
     failed = [msg for s in sides for _, msg in sorted(s.failed.items())]
-    missing = [m for s in sides for m in s.missing]
-    notes = [n for s in sides for n in s.notes] + pairing
-    if failed:
-        result, lead = FAILED, f"diverged: {_short(failed)}" + (f"; effect over the {est.n} other seeds"
-                                                                  if est.n else "")
+    unmeasured = [m for s in sides for m in s.missing] + unpaired
+    notes = [n for s in sides for n in s.notes]
+    decision = Decision(INCONCLUSIVE)
+    if est.n >= 2:
+        decision = (decide_equivalence(est, claim.null, claim.margin) if claim.test == "equivalence"
+                    else decide(est, claim.direction, claim.threshold))
+    over = f"; effect over the {est.n} other seeds" if est.n else ""
+    if blocked == NOT_TESTED:
+        result, lead = NOT_TESTED, "the models do not meet the precondition (see its column)"
+    elif failed:
+        result, lead = FAILED, f"diverged: {_short(failed)}{over}"
     elif est.n == 0 and idle:
         result, lead = INCONCLUSIVE, f"nothing was pruned, so the claim was not put to the test: {_short(idle)}"
     elif est.n == 0:
-        result, lead = INCONCLUSIVE, f"missing inputs: {_short(missing) or 'no seeds with both sides'}"
-        missing = []
+        result, lead = INCONCLUSIVE, f"missing inputs: {_short(unmeasured) or 'no seeds with both sides'}"
+        unmeasured = []
+    elif blocked == INCONCLUSIVE:
+        result, lead = INCONCLUSIVE, "a precondition could not be measured (see its column)"
+    elif unmeasured or idle:
+        result = INCONCLUSIVE
+        lead = "not every seed could be measured: " + _short(unmeasured + [f"left out, nothing pruned: {m}"
+                                                                           for m in idle]) + over
+        unmeasured, idle = [], []
     elif est.n == 1:
         result, lead = INCONCLUSIVE, "one seed only: no interval"
     else:
-        result = verdict(est, claim.direction, claim.threshold)
-        lead = f"the interval reaches the threshold {claim.threshold:+.4g}" if result == INCONCLUSIVE else ""
-    if idle and (est.n or failed):  # otherwise the lead already says it
+        result, lead = decision.verdict, decision.reason
+    if idle and (est.n or failed):
         notes.append(f"left out, nothing pruned: {_short(idle)}")
-    parts = [lead] + ([f"missing: {_short(missing)}"] if missing else []) + notes
+    parts = [lead] + ([f"missing: {_short(unmeasured)}"] if unmeasured else []) + list(dict.fromkeys(notes))
     if claim.note:
         parts.append(claim.note)
-    return ClaimResult(claim, result, est, effect_size(est, claim.null), per_seed, "; ".join(p for p in parts if p))
+    return ClaimResult(claim, result, est, effect_size(est, claim.null), per_seed,
+                       "; ".join(p for p in parts if p), decision.p_value, precondition)
 
 
 def evaluate_all(claims: Sequence[Claim], tree: RunTree) -> list[ClaimResult]:
@@ -131,14 +197,21 @@ def ledger_table(results: Sequence[ClaimResult]) -> Table:
         e, c = r.estimate, r.claim
         per_seed = " ".join(f"{k}:{v:.4f}" for k, v in sorted(r.per_seed.items()))
         rows.append([c.id, c.replication, r.verdict, e.mean, e.ci_low, e.ci_high, _paper(c.paper_value), e.n,
-                     c.task, c.quantity(), "" if c.not_tested else c.condition(), r.effect_size, per_seed, r.note])
-    return Table("claims", CSV_COLUMNS + EXTRA_COLUMNS, rows, formats={"effect_size": ".2f"})
+                     r.method, r.p_value, r.precondition, c.task, c.quantity(),
+                     "" if c.not_tested else c.condition(), r.effect_size, per_seed, r.note])
+    return Table("claims", CSV_COLUMNS + EXTRA_COLUMNS, rows, formats={"effect_size": ".2f", "p_value": ".2g"})
 
 
 def _interval(e: Estimate) -> str:
     if e.mean is None:
         return "–"
+    if e.ci_low is None:
+        return f"{e.mean:+.4f} (one value)"
     return f"{e.mean:+.4f} [{e.ci_low:+.4f}, {e.ci_high:+.4f}]"
+
+
+def _p(value: float | None) -> str:
+    return "–" if value is None else format(value, ".2g")
 
 
 def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger",
@@ -150,23 +223,28 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
         "",
         ", ".join(f"{v}: {n}" for v, n in counts.items()),
         "",
-        f"Effect: mean over seeds of the claim's quantity, with a {LEVEL:.0%} percentile bootstrap interval "
-        f"({RESAMPLES:,} resamples of the seeds, fixed seed). *supported*: the whole interval lies on the "
-        "claimed side of the threshold (null + tolerance); *not supported*: wholly on the other side; "
-        "otherwise, or with one seed, *inconclusive*. *failed*: a run the claim needs diverged. Paper values "
-        "are in the paper's own units (see each replication's reference.yaml).",
+        f"Effect: mean over seeds of the claim's quantity (paired by seed where it compares two arms), with a "
+        f"{LEVEL:.0%} Student-t interval. A directional claim is *supported* when the whole interval lies on the "
+        "claimed side of the threshold (null + tolerance; a one-sided t-test at 2.5 %) and *not supported* when it "
+        "lies wholly on the other side; an equivalence claim (\"no noticeable loss\") is *supported* when the "
+        "interval lies inside null ± margin (two one-sided tests) and *not supported* when it lies wholly outside. "
+        f"Otherwise, with fewer than {MIN_SEEDS} seeds, with every seed giving the same value, or with a seed that "
+        "could not be measured, *inconclusive*. *failed*: a run the claim needs diverged. *not tested at this "
+        "scale*: the models do not meet the claim's precondition (what they must reach for the claim to apply), "
+        "with the measured numbers. Paper values are in the paper's own units (see each replication's "
+        "reference.yaml).",
         "",
         *([f"**Environments differ:** {environments}.", ""] if environments else []),
         "| claim | replication | task | claim text | quantity | our effect [95 % CI] | claimed | n seeds "
-        "| paper | verdict | note |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| p | paper | verdict | precondition | note |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
         c = r.claim
         paper = " ".join(x for x in (_paper(c.paper_value), f"({c.paper})" if c.paper else "") if x)
         cells = [c.id, c.replication, c.task or "–", c.text, f"`{c.quantity()}`" if c.quantity() else "–",
-                 _interval(r.estimate), "–" if c.not_tested else c.condition(), str(r.estimate.n), paper or "–",
-                 f"**{r.verdict}**", r.note or "–"]
+                 _interval(r.estimate), "–" if c.not_tested else c.condition(), str(r.estimate.n), _p(r.p_value),
+                 paper or "–", f"**{r.verdict}**", r.precondition or "–", r.note or "–"]
         lines.append("| " + " | ".join(x.replace("|", "\\|").replace("\n", " ") for x in cells) + " |")
     return "\n".join(lines) + "\n"
 

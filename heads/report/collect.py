@@ -20,6 +20,7 @@ from typing import Any
 
 from heads.metrics import TASK_METRIC
 from heads.metrics import higher_is_better as metric_higher_is_better
+from heads.report.sites import site_kind
 from heads.report.targets import DEFAULT_TOL, target_loss, to_target
 from heads.sheet import fmt_ratio
 
@@ -31,7 +32,7 @@ BASELINE = {"variant": "baseline", "strategy": "none", "ratio": 0.0}
 COLUMNS = [
     "task", "variant", "strategy", "ratio", "seed", "status", "failed", "message", "path",
     "metric", "value", "final_val_loss", "steps", "tokens", "train_seconds", "flops", "flops_per_token",
-    "heads", "heads_full", "heads_removed_share", "params", "tokens_per_s", "tokens_per_s_early", "peak_mem_mb",
+    "heads", "heads_full", "heads_removed_share", "params", "late_improvement", "tokens_per_s", "tokens_per_s_early", "peak_mem_mb",
     "attention_dropout", "redundancy_ratio", "redundancy_threshold", "max_similarity", "prune_events",
     "target", "time_to_target", "steps_to_target", "reached", "time_to_target_or_total", "steps_to_target_or_total",
 ]
@@ -127,6 +128,22 @@ def _early_window(run: Run) -> int:
     return max(1, round(0.1 * total))
 
 
+def late_improvement(metrics: list[dict]) -> float | None:
+    """How much the validation loss still fell over the last half of training, relative to the final loss.
+
+    A convergence check that needs no extra run: if loss falls like ``a + b t^-c`` the fall from T to 2T is
+    ``2^-c`` times the fall from T/2 to T, so a run within x of this is within x of its 2x-longer loss."""
+    evals = [(int(r["step"]), float(r["val_loss"])) for r in metrics
+             if isinstance(r.get("step"), int) and _num(r.get("val_loss")) is not None]
+    if len(evals) < 2 or evals[-1][0] <= 0:
+        return None
+    last_step, final = evals[-1]
+    half = max((e for e in evals if e[0] <= last_step / 2), key=lambda e: e[0], default=None)
+    if half is None or half[0] == last_step or final <= 0:
+        return None
+    return (half[1] - final) / final
+
+
 def _load(run: Run, summary: Any, reason: str | None) -> None:
     run.metrics = read_jsonl_tolerant(run.path / "metrics.jsonl")
     run.events = read_jsonl_tolerant(run.path / "events.jsonl")
@@ -164,6 +181,7 @@ def _record(run: Run, metric: str | None, root: Path) -> dict:
     for key in ("final_val_loss", "tokens", "train_seconds", "flops", "flops_per_token", "heads", "params"):
         record[key] = _num(s.get(key))
     record["steps"] = _num(s.get("steps", s.get("step")))
+    record["late_improvement"] = late_improvement(metrics) if run.status == "ok" else None
     if record["final_val_loss"] is None and run.status != "ok":
         vals = [r["val_loss"] for r in metrics if _num(r.get("val_loss")) is not None]
         record["final_val_loss"] = vals[-1] if vals else None
@@ -300,12 +318,15 @@ class RunTree:
         base = [r for r in runs if not r.failed and _matches(r, BASELINE)]
         target = target_loss([r.record.get("final_val_loss") for r in base], self.target_tol)
         full = next((r.record["heads"] for r in base if r.record.get("heads")), None)
+        full_layout = next((r.summary["head_layout"] for r in base if isinstance(r.summary.get("head_layout"), dict)),
+                           None)
         for run in runs:
             run.record.update(reach_fields(run, target))
             if full is not None:
                 run.record["heads_full"] = full
             h, h0 = run.record.get("heads"), run.record.get("heads_full")
             run.record["heads_removed_share"] = 1 - h / h0 if h is not None and h0 else None
+            run.record.update(removed_by_kind(run.summary.get("head_layout"), full_layout))
 
     def select(self, task: str, variant: str | None = None, strategy: str | None = None,
                ratio: float | None = None, seed: int | None = None) -> list[Run]:
@@ -384,6 +405,20 @@ def _matches(run: Run, want: Mapping[str, Any]) -> bool:
         elif have != value:
             return False
     return True
+
+
+def removed_by_kind(layout: Any, full: Mapping | None) -> dict:
+    """``heads_removed_share.<kind>`` (self, causal, cross): the share of the full model's heads of that kind of
+    site the run no longer has (Voita et al. count encoder self-attention heads alone)."""
+    if not isinstance(layout, Mapping) or not full:
+        return {}
+    out = {}
+    for kind in ("self", "causal", "cross"):
+        total = sum(len(v) for s, v in full.items() if site_kind(s) == kind)
+        if total:
+            kept = sum(len(v) for s, v in layout.items() if site_kind(s) == kind and isinstance(v, list))
+            out[f"heads_removed_share.{kind}"] = 1 - kept / total
+    return out
 
 
 def reach_fields(run: Run, target: float | None) -> dict:

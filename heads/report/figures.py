@@ -86,7 +86,9 @@ def curves_figure(tree: RunTree, path: Path) -> Path:
         for scorer, srows in _by(trows, "scorer").items():
             x = [100 * r["ratio"] for r in srows]
             ax.plot(x, [r["mean"] for r in srows], marker="o", ms=3, color=colors[scorer], label=scorer)
-            ax.fill_between(x, [r["ci_low"] for r in srows], [r["ci_high"] for r in srows], color=colors[scorer],
+            low = [r["mean"] if r["ci_low"] is None else r["ci_low"] for r in srows]  # one seed: no band
+            high = [r["mean"] if r["ci_high"] is None else r["ci_high"] for r in srows]
+            ax.fill_between(x, low, high, color=colors[scorer],
                             alpha=0.2, linewidth=0)
         ax.set(title=task, xlabel="% heads pruned", ylabel=trows[0]["metric"])
         ax.legend()
@@ -188,8 +190,8 @@ def roles_figure(tree: RunTree, path: Path) -> Path:
                 continue
             xs = [k * 0.35, 1 + k * 0.35]
             means = [r["confidence"], r["positional"] or 0.0]
-            errs = [[means[0] - r["ci_low"], means[1] - (r["positional_ci_low"] or means[1])],
-                    [r["ci_high"] - means[0], (r["positional_ci_high"] or means[1]) - means[1]]]
+            errs = [[means[0] - (r["ci_low"] or means[0]), means[1] - (r["positional_ci_low"] or means[1])],
+                    [(r["ci_high"] or means[0]) - means[0], (r["positional_ci_high"] or means[1]) - means[1]]]
             ax.bar(xs, means, width=0.35, yerr=errs, capsize=3, label="kept" if kept else "pruned")
         ax.set_xticks([0.175, 1.175], ["confidence", "positional"])
         ax.set(title=f"{key[0]} {key[1]}", ylim=(0, 1))

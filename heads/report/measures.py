@@ -29,7 +29,7 @@ MEASURES = {
 }
 KEYS = {
     "run": {"variant", "strategy", "ratio", "field", "pick", "target", "pruned"},
-    "ablation": {"measure", "site_kind"},
+    "ablation": {"measure", "site_kind", "alpha"},
     "all_but_one": {"measure", "site_kind", "budget", "relative"},
     "curve": {"scorer", "measure", "field", "ratio", "upto", "budget"},
     "curve_at": {"step", "measure", "field", "ratio", "upto", "budget"},
@@ -209,6 +209,13 @@ def _per_seed(tree_data: Mapping[int, Any], label: str, missing_text: str,
 
 def _ablation(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     task, how, kinds = sel["task"], sel["measure"], _kinds(sel)
+    alpha = sel.get("alpha")  # a stricter level than the analysis used (Michel et al. report p < 0.01)
+
+    def significant(row: dict) -> bool:
+        if alpha is None:
+            return bool(row.get("significant"))
+        p = row.get("p_value")
+        return isinstance(p, (int, float)) and p < float(alpha)
 
     def fn(data: dict) -> float | None:
         rows = [r for r in data.get("heads", []) if isinstance(r, dict)
@@ -217,8 +224,8 @@ def _ablation(tree: RunTree, sel: Mapping[str, Any]) -> Series:
             return None
         if how == "mean_delta_loss":
             return sum(float(r["delta_loss"]) for r in rows) / len(rows)
-        significant = sum(bool(r.get("significant")) for r in rows)
-        return significant / len(rows) if how == "significant_share" else float(significant)
+        count = sum(significant(r) for r in rows)
+        return count / len(rows) if how == "significant_share" else float(count)
 
     where = "" if kinds is None else f" ({'/'.join(sorted(kinds))} sites)"
     return _per_seed(tree.ablation(task), f"{task} ablation {how}{where}",

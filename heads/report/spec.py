@@ -11,16 +11,38 @@ from typing import Any
 import yaml
 
 from heads.report.measures import SelectorError, check_selector
-from heads.report.stats import DIRECTIONS
+from heads.report.stats import DIRECTIONS, TESTS
 
 KINDS = {"value": 0.0, "paired_difference": 0.0, "paired_ratio": 1.0}  # kind -> default null_value
 REQUIRED = ("id", "text")
 KNOWN = {"id", "text", "task", "kind", "a", "b", "direction", "tolerance", "null_value", "relative", "paper_value",
-         "paper", "note", "not_tested", "target"}
+         "paper", "note", "not_tested", "target", "test", "margin", "requires"}
+PRECONDITION_KEYS = {"what", "a", "at_least", "at_most", "why"}
+# Preconditions every replication may name (replications/preconditions.yaml); a claims.yaml may add its own.
+SHARED = "preconditions.yaml"
 
 
 class ClaimSpecError(ValueError):
     """A claims.yaml that does not follow the vocabulary."""
+
+
+@dataclass(frozen=True)
+class Precondition:
+    """What a claim's models must reach for the claim to apply: every seed's ``a`` within the bounds."""
+
+    name: str
+    what: str
+    a: dict
+    at_least: float | None = None
+    at_most: float | None = None
+    why: str = ""
+
+    def bound(self) -> str:
+        return " and ".join(x for x in (f">= {self.at_least:g}" if self.at_least is not None else "",
+                                        f"<= {self.at_most:g}" if self.at_most is not None else "") if x)
+
+    def holds(self, value: float) -> bool:
+        return (self.at_least is None or value >= self.at_least) and (self.at_most is None or value <= self.at_most)
 
 
 @dataclass(frozen=True)
@@ -42,6 +64,10 @@ class Claim:
     paper: str = ""
     note: str = ""
     not_tested: str | None = None
+    test: str = "directional"  # or "equivalence": |effect - null| < margin, by two one-sided tests
+    margin: float | None = None
+    requires: tuple[Precondition, ...] = ()
+    declared: bool = False  # whether the claim said what it requires (``requires: []`` says: nothing)
 
     @property
     def threshold(self) -> float:
@@ -49,6 +75,8 @@ class Claim:
         return self.null + self.tolerance
 
     def condition(self) -> str:
+        if self.test == "equivalence":
+            return f"within {self.null:+.4g} ± {self.margin:.4g}"
         return f"{'>' if self.direction == 'greater' else '<'} {self.threshold:+.4g}"
 
     def quantity(self) -> str:
@@ -94,8 +122,44 @@ def _selector(raw: Any, claim: Mapping, where: str) -> dict:
     return sel
 
 
-def parse_claim(raw: Mapping[str, Any], replication: str, where: str) -> Claim:
-    """One checked claim from its YAML mapping."""
+def parse_precondition(name: str, raw: Any, where: str) -> Precondition:
+    """One named precondition: ``{what, a: <selector>, at_least | at_most, why}``."""
+    if not isinstance(raw, Mapping):
+        raise ClaimSpecError(f"{where}: precondition {name!r} must be a mapping")
+    unknown = sorted(set(raw) - PRECONDITION_KEYS)
+    if unknown:
+        raise ClaimSpecError(f"{where}: precondition {name!r}: unknown keys {unknown}; known: {sorted(PRECONDITION_KEYS)}")
+    if "a" not in raw or not ({"at_least", "at_most"} & set(raw)):
+        raise ClaimSpecError(f"{where}: precondition {name!r} needs a: and at_least or at_most")
+    try:
+        low = None if raw.get("at_least") is None else float(raw["at_least"])
+        high = None if raw.get("at_most") is None else float(raw["at_most"])
+    except (TypeError, ValueError):
+        raise ClaimSpecError(f"{where}: precondition {name!r}: at_least/at_most must be numbers") from None
+    sel = _selector(raw["a"], {}, f"{where}: precondition {name}.a")
+    return Precondition(name, str(raw.get("what", name)), sel, low, high, str(raw.get("why", "")).strip())
+
+
+def parse_preconditions(raw: Any, where: str) -> dict[str, Precondition]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ClaimSpecError(f"{where}: preconditions must be a mapping of name to precondition")
+    return {str(k): parse_precondition(str(k), v, where) for k, v in raw.items()}
+
+
+def _requires(raw: Any, named: Mapping[str, Precondition], where: str) -> tuple[Precondition, ...]:
+    if not isinstance(raw, list):
+        raise ClaimSpecError(f"{where}: requires must be a list of precondition names")
+    missing = [n for n in raw if n not in named]
+    if missing:
+        raise ClaimSpecError(f"{where}: requires unknown preconditions {missing}; known: {sorted(named)}")
+    return tuple(named[n] for n in raw)
+
+
+def parse_claim(raw: Mapping[str, Any], replication: str, where: str,
+                named: Mapping[str, Precondition] | None = None) -> Claim:
+    """One checked claim from its YAML mapping (``named``: the preconditions its ``requires`` may name)."""
     if not isinstance(raw, Mapping):
         raise ClaimSpecError(f"{where}: a claim must be a mapping")
     for key in REQUIRED:
@@ -121,15 +185,38 @@ def parse_claim(raw: Mapping[str, Any], replication: str, where: str) -> Claim:
     try:
         tolerance = float(raw.get("tolerance", 0.0))
         null = float(raw.get("null_value", KINDS[kind]))
+        margin = None if raw.get("margin") is None else float(raw["margin"])
     except (TypeError, ValueError):
-        raise ClaimSpecError(f"{where}: tolerance and null_value must be numbers") from None
+        raise ClaimSpecError(f"{where}: tolerance, null_value and margin must be numbers") from None
+    test = raw.get("test", "directional")
+    if test not in TESTS:
+        raise ClaimSpecError(f"{where}: test must be one of {list(TESTS)}, got {test!r}")
+    if (test == "equivalence") != (margin is not None) or (margin is not None and margin <= 0):
+        raise ClaimSpecError(f"{where}: an equivalence test takes a positive margin (and only it does)")
+    requires = _requires(raw["requires"], named or {}, where) if "requires" in raw else ()
     return Claim(**common, kind=kind, a=_selector(raw["a"], raw, f"{where}.a"),
                  b=_selector(raw["b"], raw, f"{where}.b") if "b" in raw else None, direction=direction,
-                 tolerance=tolerance, null=null, relative=bool(raw.get("relative", False)))
+                 tolerance=tolerance, null=null, relative=bool(raw.get("relative", False)), test=test,
+                 margin=margin, requires=requires, declared="requires" in raw)
+
+
+def shared_preconditions(root: str | Path) -> dict[str, Precondition]:
+    """The preconditions of ``root/preconditions.yaml`` (none when it is absent)."""
+    path = Path(root) / SHARED
+    if not path.is_file():
+        return {}
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ClaimSpecError(f"{path}: not valid YAML ({exc})") from None
+    if not isinstance(doc, Mapping):
+        raise ClaimSpecError(f"{path}: expected a mapping with a 'preconditions' mapping")
+    return parse_preconditions(doc.get("preconditions"), str(path))
 
 
 def load_claims(path: str | Path) -> list[Claim]:
-    """The claims of one ``claims.yaml`` (replication name: the folder's)."""
+    """The claims of one ``claims.yaml`` (replication name: the folder's); ``requires`` may name the shared
+    preconditions of the folder above and the file's own ``preconditions:``."""
     path = Path(path)
     try:
         doc = yaml.safe_load(path.read_text())
@@ -138,7 +225,8 @@ def load_claims(path: str | Path) -> list[Claim]:
     if not isinstance(doc, Mapping) or not isinstance(doc.get("claims"), list):
         raise ClaimSpecError(f"{path}: expected a mapping with a 'claims' list")
     replication = str(doc.get("replication", path.parent.name))
-    return [parse_claim(raw, replication, f"{path}:claims[{i}]") for i, raw in enumerate(doc["claims"])]
+    named = {**shared_preconditions(path.parent.parent), **parse_preconditions(doc.get("preconditions"), str(path))}
+    return [parse_claim(raw, replication, f"{path}:claims[{i}]", named) for i, raw in enumerate(doc["claims"])]
 
 
 def claim_order(claim: Claim) -> tuple:

@@ -1,4 +1,4 @@
-"""Per-replication tables (CSV + Markdown): means over seeds with bootstrap CIs; failed runs are counted."""
+"""Per-replication tables (CSV + Markdown): means over seeds with Student-t 95 % intervals; failed runs are counted."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def ablation_table(tree: RunTree) -> Table:
                          statistics.median(ps) if ps else None])
     return Table("Single-head ablation", cols, rows, caption=(
         "Each head masked alone (Michel et al. Table 1): change in loss (> 0: the head helps), mean over seeds "
-        "with 95 % bootstrap CI; `significant_seeds`: seeds where the paired test found p < 0.05; `*`: in most "
+        "with a Student-t 95 % interval; `significant_seeds`: seeds where the paired test found p < 0.05; `*`: in most "
         "seeds."))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -9,7 +10,7 @@ import torch
 from torch import nn
 
 from heads.config import ConfigError
-from heads.scoring import compute_scores
+from heads.scoring import compute_scores, get_scorer
 from heads.scoring.select import group_sizes, select
 from heads.surgery import head_layout
 from heads.train.loop import Hook
@@ -34,8 +35,13 @@ class Selection:
 
     def choose(self, model: nn.Module, batches: Iterable[dict], ratio: float, seed_offset: int = 0) -> dict:
         """Heads to remove: the lowest-scoring ``ratio`` of the current heads."""
+        params = dict(self.scorer_params)
+        # A seeded scorer (random) draws from the selection's seed unless told otherwise, so every seed, every
+        # level of a curve and every order draws its own scores (a fixed scorer seed made them all one order).
+        if "seed" not in params and "seed" in {f.name for f in dataclasses.fields(get_scorer(self.scorer).Params)}:
+            params["seed"] = self.seed + seed_offset
         return score_and_select(model, batches, self.scorer, ratio, self.scope, self.floor,
-                                self.seed + seed_offset, self.scorer_params)
+                                self.seed + seed_offset, params)
 
 
 class PruneOnce(Hook):

@@ -25,8 +25,10 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                                paths={"source": base[task].label}, after=(base[task].label,)))
         for task in s["curve_tasks"]:
             for scorer in s["curve_scorers"]:
+                # a random order is one draw: the random baseline averages several per seed
+                orders = {"orders": s["random_orders"]} if scorer == "random" and s["random_orders"] > 1 else {}
                 out.append(RunSpec(analysis_label(task, "curve", scorer, seed=seed), "curve", REPLICATION, task, seed,
-                                   "curve", scorer, params={"scorer": scorer, **curve_params, "seed": seed},
+                                   "curve", scorer, params={"scorer": scorer, **curve_params, "seed": seed, **orders},
                                    config=curve_eval, paths={"source": base[task].label}, after=(base[task].label,)))
         for step in s["snapshots"]:
             b = base[snap].label
