@@ -70,3 +70,16 @@ def test_custom_entries_pass_every_parameter_through_including_the_ratio():
     # params win over the entry's ratio
     (r,) = custom([{"label": "m", "task": "lm", "strategy": "oneshot", "ratio": 0.5, "params": {"ratio": 0.3}}], [0])
     assert r.params["ratio"] == 0.3
+
+
+@pytest.mark.parametrize("preset", ["smoke", "tiny", "paper"])
+def test_c3_trains_the_scratch_layout_for_the_l0_models_total_steps(preset):
+    """Voita's scratch comparison is at equal total steps: the baseline's plus the L0 fine-tune's."""
+    from heads.presets import preset as load_preset
+
+    settings = DAG[preset]["voita2019"]
+    baseline_steps = load_preset(preset)["tasks"][settings["task"]]["train"]["steps"]
+    assert settings["scratch_steps"] == baseline_steps + settings["steps"]
+    sheet = build(ROOT / "replications", DAG[preset])
+    scratch = [e for e in sheet.runs.values() if e.variant == "scratch" and e.arm.startswith("l0")]
+    assert scratch and all(e.config["train"]["steps"] == settings["scratch_steps"] for e in scratch)

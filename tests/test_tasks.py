@@ -1,10 +1,14 @@
 """Task metrics against independent computations: BLEU and chrF on fixed strings against sacrebleu itself, and
 scored against whole references."""
 
+import json
+
+import numpy as np
 import pytest
 import sacrebleu
 from conftest import smoke
 
+from heads.cli.common import UserError
 from heads.tasks import get_task
 from heads.tasks.mt import corpus_scores
 
@@ -55,3 +59,39 @@ def test_references_are_whole_verses_even_past_seq_len(data_root):
     # a model this small scores 0 against any reference; the reference length says which ones were used
     assert result["ref_len"] == sacrebleu.corpus_bleu(hyps, [refs[:8]]).ref_len
     assert result["ref_len"] > sacrebleu.corpus_bleu(hyps, [decoded[:8]]).ref_len
+
+
+def test_word_overlap_baseline_is_a_logistic_regression_on_overlap_features():
+    from heads.analysis.overlap import fit_logistic, overlap_baseline, overlap_features, predict
+
+    assert overlap_features("The cat sat", "the cat ran away") == [2 / 5, 2 / 3, 2 / 4, 3 / 4]
+    pairs = [("a b c d", "a b c d", 1), ("a b c d", "a b c e", 1), ("a b c d", "w x y z", 0), ("a b", "y z", 0)]
+    assert overlap_baseline(pairs, pairs)["accuracy"] == 1.0
+    with pytest.raises(ValueError, match="two labels"):
+        overlap_baseline([*pairs, ("a", "b", 2)], pairs)
+    # the same fit as an independent implementation (scikit-learn's, penalty matched: C = 1 / l2)
+    linear_model = pytest.importorskip("sklearn.linear_model")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 4))
+    y = (x @ [1.0, -2.0, 0.5, 0.0] + rng.normal(size=200) > 0).astype(float)
+    w = fit_logistic(x, y, l2=1.0)
+    ref = linear_model.LogisticRegression(C=1.0, tol=1e-10, max_iter=10_000).fit(x, y)
+    # sklearn leaves the intercept unpenalised; ours penalises it too, so compare the predictions and the slopes
+    assert np.mean(predict(w, x) == ref.predict(x)) >= 0.99
+    assert np.allclose(w[:4], ref.coef_[0], atol=0.05)
+
+
+def test_heads_trivial_scores_word_overlap_on_the_examples_the_model_is_scored_on(data_root, tmp_path):
+    from heads.cli import main
+
+    out = tmp_path / "trivial.json"
+    assert main(["trivial", "--task", "cls", "--preset", "smoke", f"data.root={data_root}", "--out", str(out)]) == 0
+    record = json.loads(out.read_text())
+    cfg = smoke("cls", data_root)
+    result = record["baselines"]["word_overlap"]
+    assert record["task"] == "cls" and result["examples"] == min(cfg.eval.max_examples,
+                                                                 len(get_task("cls").splits(cfg)["validation"]))
+    assert 0.5 < result["accuracy"] <= 1.0  # the offline paraphrase task: overlap alone nearly solves it
+    assert "environment" in record
+    with pytest.raises(UserError, match="has no trivial baseline"):
+        main(["trivial", "--task", "lm", "--preset", "smoke", f"data.root={data_root}", "--out", str(tmp_path / "x")])

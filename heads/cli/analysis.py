@@ -1,4 +1,5 @@
-"""``heads speed`` (measured inference speed of pruned copies) and ``heads roles`` (Voita's head roles)."""
+"""``heads speed`` (measured inference speed of pruned copies), ``heads roles`` (Voita's head roles) and
+``heads trivial`` (what a task's trivial baselines reach)."""
 
 from __future__ import annotations
 
@@ -17,10 +18,36 @@ from heads.cli.common import (
     load_for_task,
     parse_params,
     resolve_source,
+    run_config,
     scoring_batches,
     with_identity,
 )
 from heads.env import with_environment
+
+
+def cmd_trivial(args: argparse.Namespace) -> int:
+    """A task's trivial baselines on the examples its models are evaluated on (word overlap for pair tasks)."""
+    from heads.io import write_json
+    from heads.tasks import get_task
+
+    check_out_file(args.out)
+    if args.source and "=" in args.source and not Path(args.source).exists():  # an override, not a folder
+        args.overrides, args.source = [args.source, *args.overrides], None
+    run_dir = Path(args.source) if args.source else None
+    if run_dir is not None and not (run_dir / "config.json").is_file():
+        raise fail(f"trivial: {run_dir} is not a run folder (no config.json); give --task instead")
+    cfg = run_config(args, run_dir)
+    try:
+        baselines = get_task(cfg.task).trivial(cfg)
+    except ValueError as exc:
+        raise fail(f"trivial: {exc}") from None
+    if not baselines:
+        raise fail(f"trivial: task {cfg.task!r} has no trivial baseline")
+    write_json(args.out, with_identity(args, with_environment(
+        {"task": cfg.task, "split": cfg.eval.split, "baselines": baselines})))
+    for name, result in baselines.items():
+        print(f"{cfg.task} {name}: accuracy {result['accuracy']:.4f} on {result['examples']} examples -> {args.out}")
+    return 0
 
 
 def cmd_speed(args: argparse.Namespace) -> int:
@@ -187,6 +214,13 @@ def register(sub) -> None:
     p.add_argument("--out", type=Path, help="write the rows as JSON here")
     add_identity_option(p)
     p.set_defaults(func=cmd_speed)
+
+    p = sub.add_parser("trivial", help="a task's trivial baselines (word overlap for pair classification)")
+    p.add_argument("source", nargs="?", help="run folder whose configuration and data apply (or give --task)")
+    add_run_options(p, required=False)
+    p.add_argument("--out", type=Path, required=True, help="write the result JSON here")
+    add_identity_option(p)
+    p.set_defaults(func=cmd_trivial)
 
     p = sub.add_parser("roles", help="Voita's head roles (confidence, positional) of every head")
     p.add_argument("source", help="run folder (its config applies), model folder (with --task) or minilm")

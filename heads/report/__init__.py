@@ -1,8 +1,8 @@
 """Reports: collect the run tree, render per-replication tables and figures, and the claims ledger.
 
 ``collect`` (run tree -> records) -> ``measures`` (claim selectors -> per-seed values) -> ``stats``
-(Student-t intervals, preconditions, verdicts) -> ``claims`` (CLAIMS.md, claims.csv); ``tables`` and ``figures`` render each
-replication; ``render`` ties one replication together. Nothing here imports torch.
+(Student-t intervals, verdicts) -> ``claims`` (preconditions, CLAIMS.md, claims.csv); ``tables`` and
+``figures`` render each replication; ``render`` ties one replication together. Nothing here imports torch.
 """
 
 from heads.report.claims import evaluate, evaluate_all, write_ledger

@@ -75,7 +75,8 @@ def _combine(claim: Claim, a: Series, b: Series | None) -> tuple[dict[int, float
         x, y = a.values[key], b.values[key]
         if claim.kind == "paired_ratio" or claim.relative:
             if y == 0:
-                unmeasured.append(f"seed {key}: b is 0, no {'ratio' if claim.kind == 'paired_ratio' else 'relative change'}")
+                what = "ratio" if claim.kind == "paired_ratio" else "relative change"
+                unmeasured.append(f"seed {key}: b is 0, no {what}")
                 continue
             out[key] = x / y if claim.kind == "paired_ratio" else (x - y) / abs(y)
         else:

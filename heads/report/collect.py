@@ -6,7 +6,7 @@ folder's name. Every run found is kept: one whose ``summary.json`` says
 ``diverged`` or that has no summary yet (``incomplete``) is a record with
 ``failed=True``, never silently dropped. Analyses are JSON files with the same
 ``run`` identity (kind ``ablation``, ``curve``, ``curve_at``, ``speed``,
-``roles``); unreadable files are recorded in :attr:`RunTree.problems`.
+``roles``, ``trivial``); unreadable files are recorded in :attr:`RunTree.problems`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ BASELINE = {"variant": "baseline", "strategy": "none", "ratio": 0.0}
 COLUMNS = [
     "task", "variant", "strategy", "ratio", "seed", "status", "failed", "message", "path",
     "metric", "value", "final_val_loss", "steps", "tokens", "train_seconds", "flops", "flops_per_token",
-    "heads", "heads_full", "heads_removed_share", "params", "late_improvement", "tokens_per_s", "tokens_per_s_early", "peak_mem_mb",
+    "heads", "heads_full", "heads_removed_share", "params", "late_improvement", "over_trivial", "tokens_per_s",
+    "tokens_per_s_early", "peak_mem_mb",
     "attention_dropout", "redundancy_ratio", "redundancy_threshold", "max_similarity", "prune_events",
     "target", "time_to_target", "steps_to_target", "reached", "time_to_target_or_total", "steps_to_target_or_total",
 ]
@@ -273,6 +274,7 @@ class RunTree:
             run.record = _record(run, metric[run.task], self.root)
         for task in sorted(metric):
             self._targets(task, [r for r in runs if r.task == task])
+            self._over_trivial(task, [r for r in runs if r.task == task])
         runs.sort(key=lambda r: (r.task, r.variant, r.strategy, r.ratio, r.seed))
         return runs
 
@@ -327,6 +329,18 @@ class RunTree:
             h, h0 = run.record.get("heads"), run.record.get("heads_full")
             run.record["heads_removed_share"] = 1 - h / h0 if h is not None and h0 else None
             run.record.update(removed_by_kind(run.summary.get("head_layout"), full_layout))
+
+    def _over_trivial(self, task: str, runs: list[Run]) -> None:
+        """``over_trivial``: a run's metric minus the best trivial baseline of its task on the same seed's
+        examples (``heads trivial``; word overlap for pair classification)."""
+        trivial = self._arms(task, "trivial").get("none", {})
+        for run in runs:
+            data = trivial.get(run.seed)
+            found = (data.get("baselines") if isinstance(data, dict) else None) or {}
+            metric = run.record.get("metric") or ""
+            scores = [x for b in found.values() if isinstance(b, dict) and (x := _num(b.get(metric))) is not None]
+            value = run.record.get("value")
+            run.record["over_trivial"] = value - max(scores) if scores and value is not None else None
 
     def select(self, task: str, variant: str | None = None, strategy: str | None = None,
                ratio: float | None = None, seed: int | None = None) -> list[Run]:

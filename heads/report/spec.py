@@ -128,7 +128,8 @@ def parse_precondition(name: str, raw: Any, where: str) -> Precondition:
         raise ClaimSpecError(f"{where}: precondition {name!r} must be a mapping")
     unknown = sorted(set(raw) - PRECONDITION_KEYS)
     if unknown:
-        raise ClaimSpecError(f"{where}: precondition {name!r}: unknown keys {unknown}; known: {sorted(PRECONDITION_KEYS)}")
+        raise ClaimSpecError(f"{where}: precondition {name!r}: unknown keys {unknown}; "
+                             f"known: {sorted(PRECONDITION_KEYS)}")
     if "a" not in raw or not ({"at_least", "at_most"} & set(raw)):
         raise ClaimSpecError(f"{where}: precondition {name!r} needs a: and at_least or at_most")
     try:

@@ -101,6 +101,11 @@ class Task(ABC):
         """Tokens the model processed for this batch (the unit of throughput)."""
         return int(batch["attention_mask"].sum())
 
+    def trivial(self, cfg: RunConfig) -> dict[str, dict]:
+        """Trivial baselines of the task on its evaluation examples, by name: what a model with no understanding
+        of the task reaches (``heads trivial``); none by default."""
+        return {}
+
     @abstractmethod
     def evaluate(self, model: nn.Module, cfg: RunConfig, tokenizer, split: str) -> dict[str, Any]:
         """The task metric on ``split``: ``{metric: value, ...}`` plus anything that identifies it."""

@@ -97,3 +97,17 @@ class PairClassification(Task):
             model, eval_batches(data, cfg.data.batch_size, self.collate), loss_fn, lambda b: b["labels"].shape[0]
         )
         return {"accuracy": sum(correct) / max(1, n), "loss": loss, "examples": n, "split": split}
+
+    def trivial(self, cfg: RunConfig) -> dict[str, dict]:
+        """Word overlap: logistic regression on overlap features, fit on the training pairs and scored on the
+        examples ``evaluate`` scores (the first ``eval.max_examples`` of the evaluation split)."""
+        from heads.analysis.overlap import overlap_baseline
+
+        splits = self.splits(cfg)
+
+        def pairs(split: str) -> list[tuple[str, str, int]]:
+            rows = splits[split]
+            return list(zip(rows["text_a"], rows["text_b"], rows["label"], strict=True))
+
+        test = pairs(cfg.eval.split)[: max(1, cfg.eval.max_examples)]
+        return {"word_overlap": overlap_baseline(pairs("train"), test)}

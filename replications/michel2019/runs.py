@@ -7,7 +7,8 @@ REPLICATION = "michel2019"
 
 def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
     """Per seed: the baselines of the ablated and curved tasks (the snapshot task's keeps snapshots), the
-    ablation table, one curve per scorer, importance curves from each snapshot; inference speed once."""
+    ablation table, the classifier's trivial (word-overlap) baseline, one curve per scorer, importance curves
+    from each snapshot; inference speed once."""
     s = settings
     snap = s["snapshot_task"] if s["snapshots"] else None
     curve_params = {"step": s["curve_step"], "max_ratio": s["curve_max"], "batches": s["curve_batches"]}
@@ -23,6 +24,9 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                                "ablation", options={"batches": s["curve_batches"],
                                                     "test": "accuracy" if task == "cls" else "loss"},
                                paths={"source": base[task].label}, after=(base[task].label,)))
+        if "cls" in tasks:  # what word overlap alone reaches on the same examples (the cls claims' precondition)
+            out.append(RunSpec(analysis_label("cls", "trivial", seed=seed), "trivial", REPLICATION, "cls", seed,
+                               "trivial", paths={"source": base["cls"].label}, after=(base["cls"].label,)))
         for task in s["curve_tasks"]:
             for scorer in s["curve_scorers"]:
                 # a random order is one draw: the random baseline averages several per seed

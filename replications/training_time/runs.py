@@ -7,15 +7,18 @@ REPLICATION = "training_time"
 
 
 def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
-    """Per seed: the baseline, one-shot at a ratio, curriculum waves up to a cap, and one dropout-regime run per
-    warm-up attention dropout rate (0.1 after warm-up)."""
+    """Per seed: the baseline, one-shot at a ratio (survivors kept, and re-initialised), curriculum waves up
+    to a cap, and one dropout-regime run per warm-up attention dropout rate (0.1 after warm-up)."""
     s, task, out = settings, settings["task"], []
     for seed in seeds:
         out.append(baseline(REPLICATION, task, seed))
         r = s["oneshot_ratio"]
-        out.append(RunSpec(run_label(task, "during", "oneshot", r, seed), "train", REPLICATION, task, seed, "during",
-                           "oneshot", r, strategy="oneshot",
-                           params={"ratio": r, "proxy_steps": s["oneshot_proxy_steps"]}))
+        # the report's one-shot re-initialises the survivors after the proxy pass (D2); kept weights beside it
+        for arm, reinit in (("oneshot", False), ("oneshot_reinit", True)):
+            out.append(RunSpec(run_label(task, "during", arm, r, seed), "train", REPLICATION, task, seed, "during",
+                               arm, r, strategy="oneshot",
+                               params={"ratio": r, "proxy_steps": s["oneshot_proxy_steps"],
+                                       **({"reinit": True} if reinit else {})}))
         r = s["curriculum_max_ratio"]
         out.append(RunSpec(run_label(task, "during", "curriculum", r, seed), "train", REPLICATION, task, seed,
                            "during", "curriculum", r, strategy="curriculum", params={"max_ratio": r}))

@@ -22,8 +22,10 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                         config={"train": {"steps": settings["steps"], "warmup": 0, "schedule": "constant",
                                           "lr": 0.0001}},
                         paths={"model.source": f"{base.label}/model"}, after=(base.label,)),
+                # as many steps as the L0 model had in all (the baseline's plus its L0 fine-tune), as C3 compares
                 RunSpec(run_label(task, "scratch", f"l0{arm}", 0.0, seed), "train", REPLICATION, task, seed,
                         "scratch", f"l0{arm}", knob=float(lam), strategy="scratch",
+                        config={"train": {"steps": settings["scratch_steps"]}},
                         paths={"strategy.params.layout_from": f"{l0}/summary.json"}, after=(l0,)),
                 RunSpec(analysis_label(task, "roles", arm, seed=seed), "roles", REPLICATION, task, seed, "roles", arm,
                         knob=float(lam), options={"batches": settings.get("batches", 4)},

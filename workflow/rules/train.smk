@@ -34,7 +34,7 @@ rule analyse:
     benchmark:
         f"logs/{PRESET}/benchmarks/runs/{{label}}.tsv"
     wildcard_constraints:
-        label=labels_of("ablate", "curve", "speed", "roles"),
+        label=labels_of("ablate", "curve", "speed", "roles", "trivial"),
     conda:
         "../../environment.yml"
     threads: 1
