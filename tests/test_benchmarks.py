@@ -132,3 +132,35 @@ def test_concurrent_merges_lose_no_key(tmp_path):
         w.join(timeout=60)
         assert w.exitcode == 0
     assert len(json.loads(path.read_text())) == 40
+
+
+def test_perturbation_compares_two_run_trees_and_marks_fragile_verdicts(tmp_path, monkeypatch):
+    """--compare-only on two synthetic run trees: the moved numbers are counted, a verdict the perturbation
+    flips is recorded, and the ledger reads the record back as fragile."""
+    from test_report import make_tree
+
+    from heads.report.robustness import NOT_MEASURED, load, robustness
+
+    base, other = make_tree(tmp_path / "base"), make_tree(tmp_path / "other")
+    for seed in (0, 1, 2):  # the perturbed dropout-0.1 runs find almost no redundant heads: D5 flips
+        events = other / "lm" / "during" / "dropout0.1" / "0.4" / f"seed{seed}" / "events.jsonl"
+        rows = [json.loads(line) for line in events.read_text().splitlines()]
+        for row in rows:
+            if row["event"] == "redundancy":
+                row["redundancy_ratio"] = 0.01 * seed
+        events.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "perturbation.md"
+    run_script("bench_perturbation", "--compare-only", "--base", str(base), "--runs-out", str(other.parent),
+               "--out", str(out), monkeypatch=monkeypatch)
+    data = load(out.with_suffix(".json"))
+    assert data["claims"]["D5-lm"] == {**data["claims"]["D5-lm"], "base": "supported", "perturbed": "not supported"}
+    assert data["claims"]["D1-lm"]["base"] == data["claims"]["D1-lm"]["perturbed"] == "supported"
+    assert set(data["claims"]) == {c for c in data["claims"] if c.startswith("D")}  # training_time only
+    moved = {(m["task"], m["field"]): m for m in data["runs"]}
+    assert moved[("lm", "redundancy_ratio")]["moved"] == 3 and moved[("lm", "value")]["moved"] == 0
+    assert data["runs_identical"] == data["runs_compared"] - 3
+    assert "D5-lm | supported | not supported **(changed)**" in out.read_text()
+    assert robustness("D5-lm", "supported", data).startswith("fragile: not supported under kernels at default")
+    assert robustness("D1-lm", "supported", data).startswith("same verdict under")
+    assert robustness("D1-lm", "inconclusive", data).startswith(f"{NOT_MEASURED} for this verdict")
+    assert robustness("B5-cls", "supported", data) == robustness("B5-cls", "supported", None) == NOT_MEASURED

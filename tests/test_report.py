@@ -564,3 +564,24 @@ def test_tables_and_the_ledger_say_when_runs_come_from_different_environments(tm
     assert _cli(["report", "--runs", str(runs), "--replication", "training_time", "--out", str(out / "tt"),
                  "--replications", str(REPLICATIONS), "--tasks", "lm"]) == 0
     assert "**Environments differ:**" in (out / "tt" / "runs.md").read_text()
+
+
+def test_the_ledger_marks_verdicts_a_perturbation_flipped_as_fragile(tree_root, tmp_path):
+    measurement = tmp_path / "perturbation.json"
+    measurement.write_text(json.dumps({"perturbation": {"label": "kernels at default, 2 threads"}, "claims": {
+        "D5-lm": {"base": "supported", "perturbed": "inconclusive"},
+        "D1-lm": {"base": "supported", "perturbed": "supported"}}}))
+    out = tmp_path / "out"
+    assert _cli(["claims", "--runs", str(tree_root), "--replications", str(REPLICATIONS), "--out", str(out),
+                 "--robustness", str(measurement)]) == 0
+    rows = {r["claim"]: r for r in csv.DictReader((out / "claims.csv").open())}
+    assert rows["D5-lm"]["robustness"] == "fragile: inconclusive under kernels at default, 2 threads"
+    assert rows["D1-lm"]["robustness"].startswith("same verdict under")
+    assert rows["A1-mt"]["robustness"] == "not measured"
+    md = (out / "CLAIMS.md").read_text()
+    assert "**supported** (fragile)" in md and md.count("(fragile)") == 2  # the row and the rule above the table
+    from heads.cli.common import UserError
+
+    with pytest.raises(UserError, match="absent.json: no such file"):
+        _cli(["claims", "--runs", str(tree_root), "--replications", str(REPLICATIONS), "--out", str(out),
+              "--robustness", str(tmp_path / "absent.json")])

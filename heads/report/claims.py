@@ -16,6 +16,7 @@ from heads.io import write_text
 from heads.report.collect import RunTree
 from heads.report.fmt import Table, fmt
 from heads.report.measures import Series, measure
+from heads.report.robustness import NOT_MEASURED, robustness
 from heads.report.spec import Claim
 from heads.report.stats import (
     FAILED,
@@ -35,7 +36,7 @@ from heads.report.stats import (
 
 CSV_COLUMNS = ["claim", "replication", "verdict", "effect", "ci_low", "ci_high", "paper_value", "n_seeds", "method",
                "p_value", "precondition"]
-EXTRA_COLUMNS = ["task", "quantity", "condition", "effect_size", "per_seed", "note"]
+EXTRA_COLUMNS = ["task", "quantity", "condition", "effect_size", "per_seed", "note", "robustness"]
 MAX_REASONS = 3
 
 
@@ -51,6 +52,7 @@ class ClaimResult:
     note: str = ""
     p_value: float | None = None
     precondition: str = ""
+    robustness: str = NOT_MEASURED  # what a perturbation imitating another machine did to this verdict
 
     @property
     def method(self) -> str:
@@ -181,8 +183,12 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
                        "; ".join(p for p in parts if p), decision.p_value, precondition)
 
 
-def evaluate_all(claims: Sequence[Claim], tree: RunTree) -> list[ClaimResult]:
-    return [evaluate(c, tree) for c in claims]
+def evaluate_all(claims: Sequence[Claim], tree: RunTree, measurement: dict | None = None) -> list[ClaimResult]:
+    """Every claim; ``measurement`` (:func:`heads.report.robustness.load`) says which verdicts are fragile."""
+    results = [evaluate(c, tree) for c in claims]
+    for r in results:
+        r.robustness = robustness(r.claim.id, r.verdict, measurement)
+    return results
 
 
 def _paper(value) -> str:
@@ -199,7 +205,7 @@ def ledger_table(results: Sequence[ClaimResult]) -> Table:
         per_seed = " ".join(f"{k}:{v:.4f}" for k, v in sorted(r.per_seed.items()))
         rows.append([c.id, c.replication, r.verdict, e.mean, e.ci_low, e.ci_high, _paper(c.paper_value), e.n,
                      r.method, r.p_value, r.precondition, c.task, c.quantity(),
-                     "" if c.not_tested else c.condition(), r.effect_size, per_seed, r.note])
+                     "" if c.not_tested else c.condition(), r.effect_size, per_seed, r.note, r.robustness])
     return Table("claims", CSV_COLUMNS + EXTRA_COLUMNS, rows, formats={"effect_size": ".2f", "p_value": ".2g"})
 
 
@@ -232,8 +238,9 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
         f"Otherwise, with fewer than {MIN_SEEDS} seeds, with every seed giving the same value, or with a seed that "
         "could not be measured, *inconclusive*. *failed*: a run the claim needs diverged. *not tested at this "
         "scale*: the models do not meet the claim's precondition (what they must reach for the claim to apply), "
-        "with the measured numbers. Paper values are in the paper's own units (see each replication's "
-        "reference.yaml).",
+        "with the measured numbers. A verdict marked *(fragile)* changed when benchmarks/bench_perturbation.py "
+        "re-ran its runs under another kernel instruction set and thread count (results/bench/perturbation.md). "
+        "Paper values are in the paper's own units (see each replication's reference.yaml).",
         "",
         *([f"**Environments differ:** {environments}.", ""] if environments else []),
         "| claim | replication | task | claim text | quantity | our effect [95 % CI] | claimed | n seeds "
@@ -245,7 +252,9 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
         paper = " ".join(x for x in (_paper(c.paper_value), f"({c.paper})" if c.paper else "") if x)
         cells = [c.id, c.replication, c.task or "–", c.text, f"`{c.quantity()}`" if c.quantity() else "–",
                  _interval(r.estimate), "–" if c.not_tested else c.condition(), str(r.estimate.n), _p(r.p_value),
-                 paper or "–", f"**{r.verdict}**", r.precondition or "–", r.note or "–"]
+                 paper or "–", f"**{r.verdict}**" + (" (fragile)" if r.robustness.startswith("fragile") else ""),
+                 r.precondition or "–", "; ".join(x for x in (r.note, r.robustness if r.robustness.startswith(
+                     "fragile") else "") if x) or "–"]
         lines.append("| " + " | ".join(x.replace("|", "\\|").replace("\n", " ") for x in cells) + " |")
     return "\n".join(lines) + "\n"
 
