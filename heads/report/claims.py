@@ -95,7 +95,9 @@ def _short(reasons: Sequence[str]) -> str:
 def _values(values: Sequence[float]) -> str:
     """Per-seed values in words: one number, or the mean with the range."""
     if len(values) == 1:
-        return f"{values[0]:.4g}"
+        return f"{values[0]:.4g} (one seed)"
+    if min(values) == max(values):
+        return f"{values[0]:.4g} on every seed"
     return f"mean {sum(values) / len(values):.4g}, seeds {min(values):.4g} to {max(values):.4g}"
 
 
@@ -115,7 +117,7 @@ def check_preconditions(claim: Claim, tree: RunTree) -> tuple[str, str | None]:
         if not values or series.failed or series.missing:
             unmeasured.append(f"{pre.what}: " + (_short(list(series.failed.values()) + series.missing) or "no value"))
             continue
-        words = f"{pre.what}: {_values(values)} (needs {pre.bound()} on every seed)"
+        words = f"{pre.what}: {_values(values)}, needs {pre.bound()} on every seed"
         if all(pre.holds(v) for v in values):
             met.append(words)
         else:

@@ -22,8 +22,8 @@ SOURCES = ("run", "ablation", "all_but_one", "curve", "curve_at", "speed", "role
 MEASURES = {
     "ablation": ("significant_share", "significant_count", "mean_delta_loss"),
     "all_but_one": ("harmless_share", "mean_delta", "max_delta"),
-    "curve": ("area", "retained", "value", "removable"),
-    "curve_at": ("area", "retained", "value", "removable"),
+    "curve": ("area", "retained", "value", "removable", "step"),
+    "curve_at": ("area", "retained", "value", "removable", "step"),
     "speed": ("speedup", "examples_per_s"),
     "roles": ("kept_minus_pruned", "kept_mean", "pruned_mean"),
 }
@@ -332,6 +332,8 @@ def _curve_value(data: Mapping[str, Any], sel: Mapping[str, Any]) -> float | Non
         return curve_area(xs, curve.retained, float(sel.get("upto", xs[-1])))
     if how == "removable":
         return removable(xs, curve.retained, float(sel.get("budget", 0.03)))
+    if how == "step":  # the curve's resolution: the largest share pruned between two measured levels
+        return max((b - a for a, b in zip(xs, xs[1:], strict=False)), default=None)
     if "ratio" not in sel:
         return None
     return interpolate(xs, curve.retained if how == "retained" else curve.values, float(sel["ratio"]))
