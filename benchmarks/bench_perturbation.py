@@ -137,7 +137,8 @@ def main() -> None:
     if not other.runs:
         raise SystemExit(f"no runs under {args.runs_out}/runs: run without --compare-only first")
     moves, compared, identical = compare_runs(base, other)
-    label = f"kernels at {args.capability} instead of {torch.backends.cpu.get_cpu_capability()}, {args.threads} threads"
+    threads = f"{args.threads} thread{'s' if args.threads != 1 else ''} per job"
+    label = f"kernels at {args.capability} instead of {torch.backends.cpu.get_cpu_capability()}, {threads}"
     data = {
         "perturbation": {"label": label, "capability": args.capability, "threads": args.threads,
                          "replications": args.replications, "base": str(args.base),
