@@ -8,17 +8,13 @@ on classifiers require the fine-tuned model to beat this (the
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import numpy as np
 
+from heads.data.corpora import words
+
 FEATURES = ("jaccard", "share_of_a", "share_of_b", "length_ratio")
-_WORD = re.compile(r"\w+")
-
-
-def words(text: str) -> set[str]:
-    return set(_WORD.findall(text.lower()))
 
 
 def overlap_features(a: str, b: str) -> list[float]:

@@ -91,12 +91,14 @@ def mt(limit: int | None = None) -> DatasetDict:
 
 
 @lru_cache(maxsize=1 << 16)  # a corpus's verses, not unbounded
-def _words(text: str) -> frozenset[str]:
+def words(text: str) -> frozenset[str]:
+    """The lower-cased word set of a text (also the word-overlap baseline's, heads.analysis.overlap)."""
     return frozenset(re.findall(r"\w+", text.lower()))
 
 
-def _overlap(a: str, b: str) -> float:
-    wa, wb = _words(a), _words(b)
+def jaccard(a: str, b: str) -> float:
+    """Word overlap of two texts: shared words over all words."""
+    wa, wb = words(a), words(b)
     return len(wa & wb) / max(1, len(wa | wb))
 
 
@@ -104,7 +106,7 @@ def negatives(key: VerseKey, kjv: dict[VerseKey, str]) -> list[VerseKey]:
     """Neighbouring KJV verses (same chapter, 1-2 verses away) that do not nearly repeat the true verse."""
     book, chapter, verse = key
     near = [(book, chapter, verse + d) for d in (-2, -1, 1, 2)]
-    return [n for n in near if n in kjv and _overlap(kjv[n], kjv[key]) < _MAX_NEGATIVE_OVERLAP]
+    return [n for n in near if n in kjv and jaccard(kjv[n], kjv[key]) < _MAX_NEGATIVE_OVERLAP]
 
 
 def _pairs(keys: list[VerseKey], web: dict, kjv: dict, rng: random.Random) -> list[tuple[str, str, int]]:

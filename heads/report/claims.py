@@ -16,7 +16,7 @@ from heads.io import write_text
 from heads.report.collect import RunTree
 from heads.report.fmt import Table, fmt
 from heads.report.measures import Series, measure
-from heads.report.robustness import NOT_MEASURED, robustness
+from heads.report.robustness import FRAGILE, NOT_MEASURED, robustness
 from heads.report.spec import Claim
 from heads.report.stats import (
     FAILED,
@@ -53,6 +53,10 @@ class ClaimResult:
     p_value: float | None = None
     precondition: str = ""
     robustness: str = NOT_MEASURED  # what a perturbation imitating another machine did to this verdict
+
+    @property
+    def fragile(self) -> bool:
+        return self.robustness.startswith(FRAGILE)
 
     @property
     def method(self) -> str:
@@ -254,9 +258,8 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
         paper = " ".join(x for x in (_paper(c.paper_value), f"({c.paper})" if c.paper else "") if x)
         cells = [c.id, c.replication, c.task or "–", c.text, f"`{c.quantity()}`" if c.quantity() else "–",
                  _interval(r.estimate), "–" if c.not_tested else c.condition(), str(r.estimate.n), _p(r.p_value),
-                 paper or "–", f"**{r.verdict}**" + (" (fragile)" if r.robustness.startswith("fragile") else ""),
-                 r.precondition or "–", "; ".join(x for x in (r.note, r.robustness if r.robustness.startswith(
-                     "fragile") else "") if x) or "–"]
+                 paper or "–", f"**{r.verdict}**" + (" (fragile)" if r.fragile else ""),
+                 r.precondition or "–", "; ".join(x for x in (r.note, r.robustness if r.fragile else "") if x) or "–"]
         lines.append("| " + " | ".join(x.replace("|", "\\|").replace("\n", " ") for x in cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 NOT_MEASURED = "not measured"
+FRAGILE = "fragile"
 
 
 def load(path: str | Path | None) -> dict | None:
@@ -39,4 +40,4 @@ def robustness(claim_id: str, verdict: str, measurement: dict[str, Any] | None) 
         return f"{NOT_MEASURED} for this verdict (the measurement compared a run that gave {found.get('base')})"
     if found.get("perturbed") == verdict:
         return f"same verdict under {under}"
-    return f"fragile: {found.get('perturbed')} under {under}"
+    return f"{FRAGILE}: {found.get('perturbed')} under {under}"

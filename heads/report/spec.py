@@ -201,32 +201,35 @@ def parse_claim(raw: Mapping[str, Any], replication: str, where: str,
                  margin=margin, requires=requires, declared="requires" in raw)
 
 
+def _read_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ClaimSpecError(f"{path}: not valid YAML ({exc})") from None
+
+
 def shared_preconditions(root: str | Path) -> dict[str, Precondition]:
     """The preconditions of ``root/preconditions.yaml`` (none when it is absent)."""
     path = Path(root) / SHARED
     if not path.is_file():
         return {}
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ClaimSpecError(f"{path}: not valid YAML ({exc})") from None
+    doc = _read_yaml(path)
     if not isinstance(doc, Mapping):
         raise ClaimSpecError(f"{path}: expected a mapping with a 'preconditions' mapping")
     return parse_preconditions(doc.get("preconditions"), str(path))
 
 
-def load_claims(path: str | Path) -> list[Claim]:
+def load_claims(path: str | Path, shared: Mapping[str, Precondition] | None = None) -> list[Claim]:
     """The claims of one ``claims.yaml`` (replication name: the folder's); ``requires`` may name the shared
-    preconditions of the folder above and the file's own ``preconditions:``."""
+    preconditions (``shared``; by default read from the folder above) and the file's own ``preconditions:``."""
     path = Path(path)
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ClaimSpecError(f"{path}: not valid YAML ({exc})") from None
+    doc = _read_yaml(path)
     if not isinstance(doc, Mapping) or not isinstance(doc.get("claims"), list):
         raise ClaimSpecError(f"{path}: expected a mapping with a 'claims' list")
     replication = str(doc.get("replication", path.parent.name))
-    named = {**shared_preconditions(path.parent.parent), **parse_preconditions(doc.get("preconditions"), str(path))}
+    if shared is None:
+        shared = shared_preconditions(path.parent.parent)
+    named = {**shared, **parse_preconditions(doc.get("preconditions"), str(path))}
     return [parse_claim(raw, replication, f"{path}:claims[{i}]", named) for i, raw in enumerate(doc["claims"])]
 
 
@@ -242,7 +245,8 @@ def load_all(replications: str | Path, names: list[str] | None = None) -> list[C
     files = sorted(root.glob("*/claims.yaml"))
     if names is not None:
         files = [f for f in files if f.parent.name in names]
-    claims = [c for f in files for c in load_claims(f)]
+    shared = shared_preconditions(root)  # read once for every replication
+    claims = [c for f in files for c in load_claims(f, shared)]
     seen: dict[str, str] = {}
     for c in claims:
         if c.id in seen:
