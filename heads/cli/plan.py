@@ -1,0 +1,89 @@
+"""``heads plan``: what a preset's DAG costs (runs, FLOPs, GPU-hours, memory, disk) before anything runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from heads.cli.common import fail
+
+
+def _flops(x: float) -> str:
+    return f"{x:.2e}" if x else "0"
+
+
+def _bytes(n: float) -> str:
+    return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.1f} MiB"
+
+
+def _hours(h: float) -> str:
+    """Three significant figures: the small presets cost seconds, not tenths of an hour."""
+    return f"{h:,.1f}" if h >= 10 else f"{h:.3g}"
+
+
+def _row(name: str, t, fits: bool) -> str:
+    """One table row of :class:`heads.plan.Totals`."""
+    cells = [name, str(t.train_runs), str(sum(t.analyses.values())), f"{t.params / 1e6:,.1f}M",
+             _flops(t.train_flops), _flops(t.eval_flops), _hours(t.train_gpu_hours), _hours(t.gpu_hours),
+             _bytes(t.peak_memory_bytes) + ("" if fits else " (too big)"), _bytes(t.disk_bytes)]
+    return "| " + " | ".join(cells) + " |"
+
+
+def markdown(plan) -> str:
+    """The plan as a Markdown table per task and in all, the analyses by command, and the assumptions."""
+    g = plan.gpu
+
+    def fits(t) -> bool:
+        return t.peak_memory_bytes <= g.memory_gib * 2**30
+
+    lines = [
+        f"## Cost of the {plan.preset} preset on {g.name} "
+        f"({g.tflops:g} TFLOP/s dense bf16, {g.memory_gib:g} GiB; MFU {plan.mfu:g})",
+        "",
+        "| task | training runs | analysis jobs | params (largest) | train FLOPs | eval + analysis FLOPs "
+        "| GPU-h train | GPU-h all | peak memory / training job | disk |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        *(_row(name, t, fits(t)) for name, t in plan.tasks.items()),
+        _row("**all**", plan.total, fits(plan.total)),
+        "",
+        "Analysis jobs: " + "; ".join(
+            f"{name} " + ", ".join(f"{c} {n}" for c, n in sorted(t.analyses.items()))
+            for name, t in plan.tasks.items() if t.analyses),
+        "",
+        *([f"The preset trains at train.precision {', '.join(plan.precisions)}: GPU-hours assume bf16 throughput "
+           "(set train.precision=bf16); memory follows the preset's precision.", ""]
+          if plan.precisions != ["bf16"] else []),
+        "Assumptions:",
+        "",
+        *(f"- {a}" for a in plan.assumptions),
+    ]
+    return "\n".join(lines)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from heads.plan import PlanError, plan
+
+    try:
+        result = plan(args.preset, args.gpu, args.mfu, args.replications)
+    except PlanError as exc:
+        raise fail(f"plan: {exc}") from None
+    if args.format == "json":
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print(markdown(result))
+    return 0
+
+
+def register(sub) -> None:
+    from heads.plan import DEFAULT_GPU, DEFAULT_MFU, GPUS
+
+    p = sub.add_parser("plan", help="what a preset's DAG costs: runs, FLOPs, GPU-hours, memory, disk")
+    p.add_argument("--preset", default="tiny", help="smoke | tiny | paper (default tiny)")
+    p.add_argument("--gpu", default=DEFAULT_GPU,
+                   help=f"GPU class for GPU-hours and memory fit: {', '.join(GPUS)} (default {DEFAULT_GPU})")
+    p.add_argument("--mfu", type=float, default=DEFAULT_MFU,
+                   help=f"assumed model-FLOPs utilisation, 0-1 (default {DEFAULT_MFU})")
+    p.add_argument("--format", default="md", choices=["md", "json"], help="Markdown table or JSON (default md)")
+    p.add_argument("--replications", default="replications",
+                   help="the replications folder whose run sheet is costed (default replications)")
+    p.set_defaults(func=cmd_plan)
