@@ -69,6 +69,17 @@ class TrainConfig:
     target: float | None = None  # validation loss that counts as "reached" (time-to-target)
     snapshots: list = field(default_factory=list)  # steps at which to keep a copy of the model (training dynamics)
     progress: bool = True
+    # Where and how (heads.placement): auto = CUDA if present (the launcher's local rank picks the GPU), else CPU.
+    device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
+    precision: str = "fp32"  # fp32 | bf16 | fp16 (autocast; fp16 with a loss scaler); weights stay fp32
+    tf32: bool = True  # TF32 matmuls on CUDA (ignored elsewhere)
+    compile: bool = False  # torch.compile the forward pass (recompiled after physical pruning)
+    # data.batch_size is the batch of one optimizer step, whatever the hardware: it is split into
+    # world_size x accumulate micro-batches, each loss weighted by its share of the batch's loss items.
+    accumulate: int = 1
+    workers: int = 0  # threads collating micro-batches ahead of the step (0: in the training loop)
+    deterministic: bool = True  # torch's deterministic algorithms (warn-only); on CUDA also a fixed cuBLAS workspace
+    keep_checkpoint: bool = True  # false: a finished run's checkpoint keeps only state.json (no weights or moments)
 
 
 @dataclass
@@ -231,6 +242,7 @@ MIN_VOCAB = 256 + 4 + 1  # a byte-level BPE: the 256 bytes and the 4 special tok
 def check_ranges(config: RunConfig) -> None:
     """Sizes, rates and counts within their ranges; a ConfigError names the key, the value and what is allowed."""
     import math
+    import re
 
     m, d, t, e = config.model, config.data, config.train, config.eval
 
@@ -252,6 +264,13 @@ def check_ranges(config: RunConfig) -> None:
         need(math.isfinite(value) and value >= 0, f"train.{name}", value, "a finite number >= 0")
     need(t.warmup >= 0, "train.warmup", t.warmup, ">= 0")
     need(t.threads >= 1, "train.threads", t.threads, ">= 1")
+    need(re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", t.device) is not None, "train.device", t.device,
+         "one of auto, cpu, cuda, cuda:N, mps")
+    need(t.precision in ("fp32", "bf16", "fp16"), "train.precision", t.precision, "one of fp32, bf16, fp16")
+    need(t.accumulate >= 1, "train.accumulate", t.accumulate, ">= 1 micro-batches per step")
+    need(t.accumulate <= d.batch_size, "train.accumulate", t.accumulate,
+         f"at most data.batch_size={d.batch_size} (each micro-batch holds at least one example)")
+    need(t.workers >= 0, "train.workers", t.workers, ">= 0")
     need(t.seed >= 0, "train.seed", t.seed, ">= 0")
     need(t.target is None or math.isfinite(t.target), "train.target", t.target, "a finite number or null")
     bad = [s for s in t.snapshots if isinstance(s, bool) or not isinstance(s, int) or not 1 <= s <= t.steps]

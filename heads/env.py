@@ -26,20 +26,36 @@ LOCK = "constraints.txt"
 _CHECKOUT = Path(__file__).resolve().parents[1]
 
 
-def environment(model: Any = None) -> dict[str, Any]:
-    """Versions, torch build, CPU, threads, device and precision of this process (of ``model`` if given)."""
+def environment(model: Any = None, precision: str | None = None) -> dict[str, Any]:
+    """Versions, torch build, CPU, threads, device and precision of this process (of ``model`` if given;
+    ``precision`` names the autocast precision a run used, its weights being fp32)."""
     import torch
 
     param = next(iter(model.parameters()), None) if model is not None else None
+    if precision is None:
+        precision = _AUTOCAST.get("precision") or str(
+            param.dtype if param is not None else torch.get_default_dtype()
+        ).removeprefix("torch.")
     return {
         **_static(),
         "threads": torch.get_num_threads(),
         "deterministic": torch.are_deterministic_algorithms_enabled(),
         "device": str(param.device) if param is not None else "cpu",
-        "precision": str(param.dtype if param is not None else torch.get_default_dtype()).removeprefix("torch."),
+        "precision": precision,
         "matmul_precision": torch.get_float32_matmul_precision(),
         "variables": {k: os.environ[k] for k in VARIABLES if k in os.environ},
     }
+
+
+_AUTOCAST: dict[str, str] = {}
+
+
+def record_precision(dtype_name: str | None) -> None:
+    """The autocast precision this process runs its models at (``bfloat16``...; None: the weights' own), set
+    where the placement is decided, so every record written afterwards names it."""
+    _AUTOCAST.pop("precision", None)
+    if dtype_name and dtype_name != "float32":
+        _AUTOCAST["precision"] = dtype_name
 
 
 def with_environment(result: Mapping[str, Any], model: Any = None) -> dict[str, Any]:
@@ -47,15 +63,19 @@ def with_environment(result: Mapping[str, Any], model: Any = None) -> dict[str, 
     return {**result, KEY: environment(model)}
 
 
-def fix_threads(threads: int | None) -> None:
-    """Set torch's thread count (0 or None: leave torch's default) and make its algorithms deterministic
-    where torch has a choice; the record then says which count ran."""
+def fix_threads(threads: int | None, deterministic: bool = True, device: Any = None) -> None:
+    """Set torch's thread count (0 or None: leave torch's default) and, unless ``deterministic`` is off, make
+    its algorithms deterministic where torch has a choice; the record then says which count ran."""
     import torch
 
     if threads:
         torch.set_num_threads(threads)
+    if deterministic and getattr(device, "type", None) == "cuda":
+        # cuBLAS is deterministic only with a fixed workspace, set before its first use.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.backends.cudnn.benchmark = False
     # warn_only: an op without a deterministic kernel warns instead of stopping a run of hours.
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.use_deterministic_algorithms(bool(deterministic), warn_only=True)
 
 
 @functools.cache

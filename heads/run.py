@@ -21,7 +21,8 @@ from heads.io import (
 )
 from heads.surgery import head_layout, save
 from heads.tasks import get_task
-from heads.train.checkpoint import check_identity
+from heads.train.checkpoint import check_identity, drop_weights
+from heads.train.distributed import leave
 from heads.train.loop import Hook, NonFiniteLoss, Trainer
 from heads.train.metrics import steps_to_target, time_to_target
 
@@ -39,8 +40,9 @@ def hooks_for(cfg: RunConfig) -> list[Hook]:
     return build_strategy(cfg.strategy.name, cfg.strategy.params).hooks(cfg)
 
 
-# Keys that change what is shown, never a number: a resume with another value is the same run.
-DISPLAY_ONLY = ("train.progress",)
+# Keys that change what is shown or where the run runs, never what it computes (beyond the float tolerance of
+# another device): a resume with another value is the same run (a GPU run may resume on a CPU, and back).
+DISPLAY_ONLY = ("train.progress", "train.device", "train.compile", "train.workers", "train.keep_checkpoint")
 
 
 def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
@@ -88,26 +90,40 @@ def train_run(cfg: RunConfig, out: Path) -> dict[str, Any]:
     Everything that can be checked is checked before anything is written: the folder, the config, the data,
     the tokenizer, the model and, on resume, the checkpoint's identity; a refused start leaves no trace."""
     out = Path(out)
-    config_file, summary_file = out / "config.json", out / "summary.json"
     wanted = json.loads(json.dumps(cfg.to_dict()))  # tuples -> lists, as on disk
     finished = _finished(out, wanted)
     if finished is not None:
         return finished
     task = get_task(cfg.task)
     trainer = Trainer(cfg, task, out, hooks=hooks_for(cfg))
+    try:
+        return _train(trainer, cfg, task, out, wanted)
+    finally:
+        leave(trainer.world)
+
+
+def _train(trainer: Trainer, cfg: RunConfig, task, out: Path, wanted: dict) -> dict[str, Any]:
+    config_file, summary_file = out / "config.json", out / "summary.json"
+    main = trainer.world.main  # in a distributed run only rank 0 writes
+    precision = str(trainer.placement.dtype).removeprefix("torch.")
     if (trainer.checkpoint_path / "state.json").exists():
         check_identity(trainer.checkpoint_path, trainer.identity)
     out.mkdir(parents=True, exist_ok=True)
-    write_json(config_file, wanted)
+    if main:
+        write_json(config_file, wanted)
     try:
         stats = trainer.train()
     except NonFiniteLoss as exc:
         summary = {"status": "diverged", "message": str(exc), "task": cfg.task, "step": trainer.step}
-        write_json(summary_file, with_environment(summary, trainer.model))
+        if main:
+            write_json(summary_file, with_environment(summary, trainer.model, precision=precision))
         raise
+    if not main:
+        return {"status": "ok", "rank": trainer.world.rank, **stats}
     model_dir = save(trainer.model, out / "model")
     trainer.tokenizer.save_pretrained(model_dir)
-    result = task.evaluate(trainer.model, cfg, trainer.tokenizer, cfg.eval.split)
+    with trainer.placement.autocast():  # as `heads evaluate` of this run would evaluate it
+        result = task.evaluate(trainer.model, cfg, trainer.tokenizer, cfg.eval.split)
     records = read_jsonl(out / "metrics.jsonl")
     layout = head_layout(trainer.model)
     summary = {
@@ -125,11 +141,13 @@ def train_run(cfg: RunConfig, out: Path) -> dict[str, Any]:
         "head_layout": layout,
         "flops_per_token": trainer.flops_per_token,
         "run": cfg.run,
-        "environment": environment(trainer.model),
+        "environment": environment(trainer.model, precision=precision),
     }
     if cfg.train.target is not None:
         summary["target"] = cfg.train.target
         summary["time_to_target"] = time_to_target(records, "val_loss", cfg.train.target)
         summary["steps_to_target"] = steps_to_target(records, "val_loss", cfg.train.target)
     write_json(summary_file, summary)
+    if not cfg.train.keep_checkpoint:
+        drop_weights(trainer.checkpoint_path)
     return summary

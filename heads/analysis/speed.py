@@ -62,9 +62,12 @@ def pruned_copy(model: nn.Module, layout: Mapping[str, list[int]]) -> nn.Module:
 
 def _time_pass(model: nn.Module, batches: Sequence[Batch]) -> tuple[float, float]:
     """Wall-clock and process CPU seconds of one pass over ``batches``."""
+    device = next(model.parameters()).device
     start, cpu = time.perf_counter(), time.process_time()
     for batch in batches:
         model(**batch)
+    if device.type == "cuda":  # kernels run asynchronously: the clock stops when they are done, not launched
+        torch.cuda.synchronize(device)
     return time.perf_counter() - start, time.process_time() - cpu
 
 

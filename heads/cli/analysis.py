@@ -80,9 +80,11 @@ def cmd_speed(args: argparse.Namespace) -> int:
         from heads.scoring import compute_scores
 
         try:
-            scores = compute_scores(
-                args.scorer, model, scoring_batches(loaded, args.split, args.score_batches), **parse_params(args.param)
-            )
+            with loaded.placement.autocast():
+                scores = compute_scores(
+                    args.scorer, model, scoring_batches(loaded, args.split, args.score_batches),
+                    **parse_params(args.param),
+                )
         except (KeyError, TypeError, ValueError) as exc:
             raise fail(f"speed: {exc}") from None
         except AttributeError as exc:  # e.g. a bare encoder: no logits, so no loss to take gradients of
@@ -101,13 +103,15 @@ def cmd_speed(args: argparse.Namespace) -> int:
     for size in sorted(set(args.batches)):
         count = max(1, args.examples // size)
         batches[size] = [
-            forward_inputs(model, b, labels=False) for b in fixed_batches(examples, size, count, loaded.task.collate)
+            loaded.placement.to(forward_inputs(model, b, labels=False))
+            for b in fixed_batches(examples, size, count, loaded.task.collate)
         ]
 
     def progress(message: str) -> None:
         print(f"heads speed: {message} ({time.time() - started:.0f} s)", file=sys.stderr)
 
-    rows = measure_speed(variants, batches, repeats=args.repeats, warmup=args.warmup, progress=progress)
+    with loaded.placement.autocast():
+        rows = measure_speed(variants, batches, repeats=args.repeats, warmup=args.warmup, progress=progress)
     rows = speed_rows(rows)
     for r in rows:
         r.update(
@@ -153,10 +157,11 @@ def cmd_roles(args: argparse.Namespace) -> int:
         raise fail(f"roles: --threshold is a share of attention in (0, 1], got {args.threshold}")
     check_out_file(args.out)
     loaded = load_for_task(args, head=False)
-    reference = load(resolve_source(args.reference)) if args.reference else None
+    reference = load(resolve_source(args.reference)).to(loaded.placement.device) if args.reference else None
     batches = scoring_batches(loaded, args.split, args.batches)
     try:
-        table = role_table(loaded.model, batches, reference=reference, threshold=args.threshold)
+        with loaded.placement.autocast():
+            table = role_table(loaded.model, batches, reference=reference, threshold=args.threshold)
     except ValueError as exc:
         raise fail(f"roles: {exc}") from None
     result = roles_result(

@@ -102,6 +102,7 @@ class Loaded:
     tokenizer: Any
     cfg: Any
     task: Any
+    placement: Any  # heads.placement.Placement: the device the model is on and the precision it runs at
 
 
 def load_for_task(args: argparse.Namespace, head: bool = True) -> Loaded:
@@ -109,15 +110,22 @@ def load_for_task(args: argparse.Namespace, head: bool = True) -> Loaded:
     (``head``: the model must have the task's output head; speed and roles measure bare encoders too)."""
     from transformers import AutoTokenizer
 
+    from heads.config import ConfigError
     from heads.env import fix_threads
+    from heads.placement import Placement
     from heads.surgery import load
     from heads.tasks import get_task
 
     model_dir = resolve_source(args.source)
     run_dir = model_dir.parent if model_dir == Path(args.source) / "model" else None
     cfg = run_config(args, run_dir)
-    model = load(model_dir)
-    fix_threads(getattr(args, "threads", None) or cfg.train.threads)  # speed's --threads, else the run's
+    try:  # the run's train.device and train.precision (auto: a GPU where there is one, so a GPU-trained run
+        # is analysed on a CPU machine too)
+        placement = Placement.of(cfg.train)
+    except ConfigError as exc:
+        raise fail(f"bad configuration: {exc}") from None
+    model = load(model_dir).to(placement.device)
+    fix_threads(getattr(args, "threads", None) or cfg.train.threads, cfg.train.deterministic, placement.device)
     task = get_task(cfg.task)
     task.check_model(model, str(model_dir), head=head)
     if (model_dir / "tokenizer.json").exists() or (model_dir / "tokenizer_config.json").exists():
@@ -134,7 +142,7 @@ def load_for_task(args: argparse.Namespace, head: bool = True) -> Loaded:
             against=f"model in {model_dir}",
             hint="that model is not the one this run trained",
         )
-    return Loaded(model, tokenizer, cfg, task)
+    return Loaded(model, tokenizer, cfg, task, placement)
 
 
 def scoring_batches(loaded: Loaded, split: str, n: int) -> list[dict]:
@@ -149,7 +157,7 @@ def scoring_batches(loaded: Loaded, split: str, n: int) -> list[dict]:
     batches = list(eval_batches(examples, cfg.data.batch_size, loaded.task.collate, n * cfg.data.batch_size))
     if not batches:
         raise fail(f"the {split} split of {cfg.task} has no examples")
-    return batches
+    return [loaded.placement.to(b) for b in batches]
 
 
 def check_out_file(out: Path | None) -> None:

@@ -55,7 +55,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     loaded = load_for_task(args)
     batches = scoring_batches(loaded, args.split, args.batches)
     try:
-        scores = compute_scores(args.scorer, loaded.model, batches, **_scorer_params(args))
+        with loaded.placement.autocast():
+            scores = compute_scores(args.scorer, loaded.model, batches, **_scorer_params(args))
     except (KeyError, TypeError) as exc:
         raise fail(f"score: {exc}") from None
     layout = head_layout(loaded.model)
@@ -135,7 +136,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
         loaded = load_for_task(args)
         model = loaded.model
         try:
-            remove = strategy.select(model, scoring_batches(loaded, args.split, getattr(strategy.params, "batches", 8)))
+            with loaded.placement.autocast():
+                remove = strategy.select(
+                    model, scoring_batches(loaded, args.split, getattr(strategy.params, "batches", 8))
+                )
         except NotImplementedError as exc:
             raise fail(f"prune: {exc}; post-hoc strategies: posthoc, iterative") from None
     else:
@@ -162,7 +166,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
             record = {"strategy": args.strategy, "params": parse_params(args.param), "removed": remove}
             write_json(tmp / "pruning.json", with_environment(record, model))
             if args.evaluate:
-                result = loaded.task.evaluate(model, loaded.cfg, loaded.tokenizer, loaded.cfg.eval.split)
+                with loaded.placement.autocast():
+                    result = loaded.task.evaluate(model, loaded.cfg, loaded.tokenizer, loaded.cfg.eval.split)
                 write_json(tmp / "eval.json", with_environment(result, model))
                 write_json(tmp / "summary.json", with_environment(_pruned_summary(args, loaded, model, result), model))
                 print(json.dumps(result, indent=2))
@@ -211,14 +216,16 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     loaded = load_for_task(args)
     batches = scoring_batches(loaded, args.split, args.batches)
     params = AblationParams(test=args.test, chunk=args.chunk)
-    table = ablation_table(loaded.model, batches, params)
+    with loaded.placement.autocast():
+        table = ablation_table(loaded.model, batches, params)
+        others = all_but_one(loaded.model, batches, chunk=args.chunk)
     result = with_identity(args, {
         "baseline_loss": table.baseline_loss,
         "baseline_accuracy": table.baseline_accuracy,
         "examples": table.examples,
         "test": args.test,
         "heads": [asdict(r) for r in table.rows],
-        "all_but_one": {site: asdict(r) for site, r in all_but_one(loaded.model, batches, chunk=args.chunk).items()},
+        "all_but_one": {site: asdict(r) for site, r in others.items()},
     })
     write_json(args.out, with_environment(result, loaded.model))
     significant = sum(r.significant for r in table.rows)
@@ -243,7 +250,8 @@ def cmd_curve(args: argparse.Namespace) -> int:
         result = loaded.task.evaluate(model, loaded.cfg, loaded.tokenizer, loaded.cfg.eval.split)
         return {k: v for k, v in result.items() if isinstance(v, (int, float))}
 
-    points, per_order = strategy.curves(loaded.model, batches, evaluate)
+    with loaded.placement.autocast():
+        points, per_order = strategy.curves(loaded.model, batches, evaluate)
     record = {"strategy": "iterative", "params": parse_params(args.param), "metric": loaded.task.metric,
               "points": points}
     if per_order:

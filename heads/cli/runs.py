@@ -60,6 +60,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         # instead of the workflow dropping it. Exit 0 so a DAG run goes on to render that.
         print(f"heads train: {exc}", file=sys.stderr)
         return 0
+    if "rank" in summary:  # a distributed run's other ranks: rank 0 writes and reports the run
+        return 0
     print(json.dumps({k: summary[k] for k in ("status", "metric", "value", "steps", "train_seconds")}, indent=2))
     return 0
 
@@ -70,7 +72,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     split = check_split(args.split) if args.split else None
     check_out_file(args.out)
     loaded = load_for_task(args)
-    result = loaded.task.evaluate(loaded.model, loaded.cfg, loaded.tokenizer, split or loaded.cfg.eval.split)
+    with loaded.placement.autocast():
+        result = loaded.task.evaluate(loaded.model, loaded.cfg, loaded.tokenizer, split or loaded.cfg.eval.split)
     if args.out:
         write_json(args.out, with_environment(result, loaded.model))
     print(json.dumps(result, indent=2))

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from heads.placement import on_model
 from heads.surgery import get_gates, head_layout, install, site_module
 from heads.surgery.gates import GATE_ATTR
 
@@ -57,7 +58,7 @@ def base_gates(model: nn.Module) -> dict[str, torch.Tensor]:
 
 def run(model: nn.Module, batch: Batch):
     """One forward pass; generative models skip building a key/value cache nobody reads."""
-    kwargs = dict(batch)
+    kwargs = on_model(batch, model)
     if getattr(model, "can_generate", lambda: False)():
         kwargs["use_cache"] = False
     return model(**kwargs)

@@ -13,6 +13,7 @@ from torch import nn
 
 from heads.config import RunConfig
 from heads.io import InputError
+from heads.placement import on_model
 
 
 class ModelMismatch(InputError):
@@ -95,7 +96,12 @@ class Task(ABC):
         """Model inputs (with ``labels``) for a list of examples."""
 
     def loss(self, model: nn.Module, batch: dict[str, torch.Tensor], cfg: RunConfig) -> torch.Tensor:
-        return model(**batch).loss
+        return model(**on_model(batch, model)).loss
+
+    def loss_items(self, batch: dict[str, torch.Tensor]) -> int:
+        """How many items :meth:`loss` averages over (examples by default; token losses count tokens): the weight
+        of a micro-batch's loss in its step's batch, so any split of a batch gives that batch's loss."""
+        return int(batch["labels"].shape[0])
 
     def tokens(self, batch: dict[str, torch.Tensor]) -> int:
         """Tokens the model processed for this batch (the unit of throughput)."""

@@ -6,6 +6,7 @@ enough to resume exactly where a killed run stopped.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -36,13 +37,17 @@ class Batcher:
         return self
 
     def __next__(self) -> dict:
+        return self.collate(self.next_examples())
+
+    def next_examples(self) -> list[Any]:
+        """The next batch's examples, uncollated (the training loop splits them into micro-batches)."""
         if self.cursor + self.batch_size > len(self._order):  # drop the ragged tail: equal batch shapes
             self.epoch += 1
             self.cursor = 0
             self._order = self._permutation(self.epoch)
         idx = self._order[self.cursor : self.cursor + self.batch_size]
         self.cursor += self.batch_size
-        return self.collate([self.examples[i] for i in idx])
+        return [self.examples[i] for i in idx]
 
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "cursor": self.cursor, "seed": self.seed}
@@ -52,6 +57,68 @@ class Batcher:
         self.epoch = state["epoch"]
         self.cursor = state["cursor"]
         self._order = self._permutation(self.epoch)
+
+
+def split(items: Sequence[Any], parts: int) -> list[list[Any]]:
+    """``items`` in ``parts`` contiguous chunks whose sizes differ by at most one (none empty)."""
+    if not 1 <= parts <= len(items):
+        raise InputError(f"cannot split a batch of {len(items)} examples into {parts} micro-batches")
+    size, extra = divmod(len(items), parts)
+    out, start = [], 0
+    for i in range(parts):
+        end = start + size + (i < extra)
+        out.append(list(items[start:end]))
+        start = end
+    return out
+
+
+class Loader:
+    """The training stream: each step's batch (a :class:`Batcher`'s) split into ``parts`` micro-batches and
+    collated, ``workers`` threads ahead of the step when asked (pinned for a GPU). Its state is the batcher's
+    position after the last batch handed out, so batches prepared ahead are never counted as seen."""
+
+    def __init__(self, batcher: Batcher, parts: int, workers: int = 0, pin: bool = False):
+        self.batcher, self.parts, self.workers, self.pin = batcher, parts, workers, pin
+        self._state = batcher.state_dict()
+        self._ahead: collections.deque = collections.deque()
+        self._pool = None
+        if workers:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="heads-collate")
+
+    def _prepare(self, examples: list[Any]) -> list[dict]:
+        micro = [self.batcher.collate(chunk) for chunk in split(examples, self.parts)]
+        if self.pin:
+            micro = [{k: v.pin_memory() if torch.is_tensor(v) else v for k, v in b.items()} for b in micro]
+        return micro
+
+    def __iter__(self) -> Iterator[list[dict]]:
+        return self
+
+    def __next__(self) -> list[dict]:
+        """The micro-batches of the next step, in order."""
+        if self._pool is None:
+            micro = self._prepare(self.batcher.next_examples())
+            self._state = self.batcher.state_dict()
+            return micro
+        while len(self._ahead) < 2 * self.workers:  # the batch order is drawn here, in order; only collation runs ahead
+            examples = self.batcher.next_examples()
+            self._ahead.append((self._pool.submit(self._prepare, examples), self.batcher.state_dict()))
+        future, self._state = self._ahead.popleft()
+        return future.result()
+
+    def state_dict(self) -> dict:
+        return dict(self._state)
+
+    def load_state_dict(self, state: dict) -> None:
+        self._ahead.clear()
+        self.batcher.load_state_dict(state)
+        self._state = self.batcher.state_dict()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def eval_batches(examples: Sequence[Any], batch_size: int, collate: Callable[[list], dict], limit: int | None = None):

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from heads import models
 from heads.config import RunConfig
 from heads.metrics import TASK_METRIC
+from heads.placement import on_model
 from heads.tasks.base import Task, mean_loss
 from heads.tasks.batching import eval_batches, pad
 from heads.tasks.registry import register_task
@@ -89,9 +90,10 @@ class PairClassification(Task):
         correct = []
 
         def loss_fn(mod, batch):
+            batch = on_model(batch, mod)
             logits = mod(**batch).logits
             correct.extend((logits.argmax(-1) == batch["labels"]).tolist())
-            return F.cross_entropy(logits, batch["labels"])
+            return F.cross_entropy(logits.float(), batch["labels"])
 
         loss, n = mean_loss(
             model, eval_batches(data, cfg.data.batch_size, self.collate), loss_fn, lambda b: b["labels"].shape[0]

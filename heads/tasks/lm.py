@@ -9,6 +9,7 @@ import torch
 from heads import models
 from heads.config import RunConfig
 from heads.metrics import TASK_METRIC
+from heads.placement import on_model
 from heads.tasks.base import Task, mean_loss
 from heads.tasks.batching import eval_batches
 from heads.tasks.registry import register_task
@@ -64,6 +65,9 @@ class LanguageModelling(Task):
     def tokens(self, batch) -> int:
         return int(batch["input_ids"].numel())
 
+    def loss_items(self, batch) -> int:
+        return int((batch["labels"][:, 1:] != -100).sum())  # the causal loss predicts each next token
+
     def evaluate(self, model, cfg: RunConfig, tokenizer, split: str) -> dict:
         data = self.examples(cfg, tokenizer, split)
         limit = max(1, cfg.eval.max_examples)
@@ -71,7 +75,7 @@ class LanguageModelling(Task):
         loss, n = mean_loss(
             model,
             eval_batches(data, cfg.data.batch_size, self.collate, limit),
-            lambda mod, b: mod(**b).loss,
+            lambda mod, b: mod(**on_model(b, mod)).loss,
             lambda b: b["input_ids"].shape[0] * (b["input_ids"].shape[1] - 1),
         )
         return {

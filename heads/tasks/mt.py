@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from heads import models
 from heads.config import RunConfig
 from heads.metrics import TASK_METRIC
+from heads.placement import on_model
 from heads.tasks.base import Task, mean_loss
 from heads.tasks.batching import eval_batches, pad
 from heads.tasks.registry import register_task
@@ -71,13 +72,16 @@ class Translation(Task):
         return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
     def loss(self, model, batch, cfg: RunConfig) -> torch.Tensor:
-        logits = model(**batch).logits
+        logits = model(**on_model(batch, model)).logits
         return F.cross_entropy(
             logits.flatten(0, 1),
             batch["labels"].flatten(),
             ignore_index=IGNORE,
             label_smoothing=cfg.train.label_smoothing if model.training else 0.0,
         )
+
+    def loss_items(self, batch) -> int:
+        return int((batch["labels"] != IGNORE).sum())
 
     def tokens(self, batch) -> int:
         return int(batch["attention_mask"].sum() + (batch["labels"] != IGNORE).sum())
@@ -103,9 +107,9 @@ class Translation(Task):
             for start in range(0, len(data), cfg.data.batch_size):
                 chunk = data[start : start + cfg.data.batch_size]
                 ids, mask = pad([s for s, _ in chunk], 0)
+                inputs = on_model({"input_ids": ids, "attention_mask": mask}, model)
                 out = model.generate(
-                    input_ids=ids,
-                    attention_mask=mask,
+                    **inputs,
                     num_beams=cfg.eval.beams,
                     max_new_tokens=cfg.eval.max_new_tokens,
                     # No sampling; ties between equal scores go by torch.topk's order (beams) or the first index

@@ -94,7 +94,7 @@ def optimizer_tensors(model: nn.Module, optimizer: torch.optim.Optimizer) -> dic
     for name, param in model.named_parameters():
         for key, value in optimizer.state.get(param, {}).items():
             if torch.is_tensor(value):
-                out[f"{name}::{key}"] = value.detach().contiguous()
+                out[f"{name}::{key}"] = value.detach().contiguous().cpu()
     return out
 
 
@@ -121,6 +121,12 @@ def load_checkpoint(path: Path) -> tuple[nn.Module, dict[str, torch.Tensor], dic
     """(model, optimizer tensors by ``name::key``, state) of a checkpoint; RNG restored."""
     for part in ("model", "optimizer.safetensors", "rng.safetensors", "state.json"):
         if not (path / part).exists():
+            dropped = not any((path / p).exists() for p in ("model", "optimizer.safetensors"))
+            if (path / "state.json").is_file() and dropped:
+                raise CheckpointError(
+                    f"{path}: this finished run's checkpoint kept only its state (train.keep_checkpoint=false), so "
+                    "it cannot be trained on; the trained model is in the run's model/ folder"
+                )
             raise CheckpointError(f"{path}: incomplete checkpoint, {part} is missing")
     try:
         state = read_json(path / "state.json", "a checkpoint state")
@@ -145,4 +151,17 @@ def restore_optimizer(model: nn.Module, optimizer: torch.optim.Optimizer, tensor
         name, _, field = key.partition("::")
         if name not in by_name:
             raise CheckpointError(f"optimizer state for unknown parameter {name}")
-        optimizer.state[by_name[name]][field] = value.clone()
+        param = by_name[name]
+        # Moments live with their parameter; AdamW keeps its step count on the CPU unless it is capturable.
+        optimizer.state[param][field] = value.clone() if field == "step" else value.to(param.device).clone()
+
+
+def drop_weights(path: Path) -> None:
+    """Keep only ``state.json`` of a finished run's checkpoint (``train.keep_checkpoint: false``): the model is
+    in the run's ``model/`` and the moments are needed only to train on, which is twice the model's size per
+    run at the paper scale. The identity stays, so commands still check that a model is this run's."""
+    if not (path / "state.json").is_file():
+        return
+    for part in ("optimizer.safetensors", "rng.safetensors"):
+        (path / part).unlink(missing_ok=True)
+    shutil.rmtree(path / "model", ignore_errors=True)

@@ -7,6 +7,7 @@ Strategies act between steps through :class:`Hook` (``on_start``,
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import random
@@ -22,9 +23,11 @@ from torch import nn
 from heads.config import RunConfig
 from heads.env import fix_threads
 from heads.flops import flops_per_token
+from heads.placement import Placement, optimizer_state_mb, tensor_megabytes
 from heads.surgery import head_layout, num_heads, prune_heads
 from heads.tasks.base import Task
-from heads.tasks.batching import Batcher, eval_batches
+from heads.tasks.batching import Batcher, Loader, eval_batches
+from heads.train import distributed as dist
 from heads.train.checkpoint import (
     check_identity,
     load_checkpoint,
@@ -33,7 +36,7 @@ from heads.train.checkpoint import (
     save_checkpoint,
 )
 from heads.train.dropout import get_dropout, set_dropout
-from heads.train.metrics import MetricsLog, peak_memory_mb
+from heads.train.metrics import MetricsLog
 from heads.train.schedule import lr_at
 
 
@@ -47,10 +50,11 @@ class Hook:
     def on_start(self, trainer: Trainer) -> None: ...
 
     def before_step(self, trainer: Trainer) -> None:
-        """Right before the forward pass (e.g. sample stochastic gates)."""
+        """Right before each forward pass (e.g. sample stochastic gates): once per micro-batch."""
 
     def penalty(self, trainer: Trainer):
-        """A term added to this step's loss (e.g. an L0 penalty), or None."""
+        """A term added to this step's loss (e.g. an L0 penalty), or None: asked with every micro-batch and
+        counted once per step (each micro-batch carries its share)."""
         return None
 
     def on_step_end(self, trainer: Trainer) -> None: ...
@@ -79,25 +83,41 @@ class Trainer:
         self.cfg, self.task, self.out = cfg, task, Path(out)
         self.hooks = list(hooks)
         t = cfg.train
-        fix_threads(t.threads)
+        self.placement = Placement.of(t, dist.local_rank())
+        fix_threads(t.threads, t.deterministic, self.placement.device)
+        self.world = dist.join(self.placement.device)
         seed_everything(t.seed)
-        self.tokenizer = task.tokenizer(cfg)
-        self.model: nn.Module = task.build_model(cfg, self.tokenizer)
-        self.train_examples = task.examples(cfg, self.tokenizer, "train")
-        self.val_examples = task.examples(cfg, self.tokenizer, "validation")
+        # Rank 0 prepares the data and trains the tokenizer first: ranks racing to write one cache would collide.
+        for turn in (True, False):
+            if self.world.main == turn:
+                self.tokenizer = task.tokenizer(cfg)
+                self.train_examples = task.examples(cfg, self.tokenizer, "train")
+                self.val_examples = task.examples(cfg, self.tokenizer, "validation")
+            dist.barrier(self.world)
+        self.model: nn.Module = task.build_model(cfg, self.tokenizer).to(self.placement.device)
         # What a checkpoint of this run must match (recorded in it, checked on resume).
         self.identity = run_identity(self.model, self.tokenizer, task.data_checksum(cfg))
         if not self.val_examples:
             raise ValueError(f"task {task.name}: the validation split is empty")
         self.batcher = Batcher(self.train_examples, cfg.data.batch_size, task.collate, seed=t.seed)
+        parts = self.world.size * t.accumulate
+        if self.batcher.batch_size < parts:
+            raise ValueError(
+                f"data.batch_size={self.batcher.batch_size} cannot be split into {self.world.size} processes x "
+                f"train.accumulate={t.accumulate} micro-batches of at least one example"
+            )
+        self.loader = Loader(self.batcher, parts, workers=t.workers, pin=self.placement.device.type == "cuda")
         self.step = 0
         self.tokens = 0
         self.flops = 0.0
         self.train_seconds = 0.0
         self.optimizer = self._optimizer()
+        self.scaler = self.placement.scaler()
         set_dropout(self.model, attention=t.attention_dropout, residual=t.dropout)
-        self.metrics = MetricsLog(self.out / "metrics.jsonl")
-        self.events = MetricsLog(self.out / "events.jsonl")
+        self.metrics = MetricsLog(self.out / "metrics.jsonl", active=self.world.main)
+        self.events = MetricsLog(self.out / "events.jsonl", active=self.world.main)
+        self._forward: nn.Module | None = None  # the model as the step runs it (DDP, compiled); rebuilt when stale
+        self._ddp = None
         self._update_cost()
 
     # -- setup -------------------------------------------------------------------------------------
@@ -122,12 +142,15 @@ class Trainer:
             return False
         check_identity(self.checkpoint_path, self.identity)
         model, opt_tensors, state = load_checkpoint(self.checkpoint_path)
-        self.model = model.train()
+        self.model = model.to(self.placement.device).train()
         self.optimizer = self._optimizer()
         restore_optimizer(self.model, self.optimizer, opt_tensors)
         self.step, self.tokens = state["step"], state["tokens"]
         self.flops, self.train_seconds = state["flops"], state["train_seconds"]
-        self.batcher.load_state_dict(state["batcher"])
+        self.loader.load_state_dict(state["batcher"])
+        if self.scaler is not None and state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
+        self._forward = None
         set_dropout(self.model, **state["dropout"])
         for hook, hook_state in zip(self.hooks, state["hooks"], strict=True):
             hook.load_state_dict(hook_state)
@@ -144,20 +167,27 @@ class Trainer:
             "tokens": self.tokens,
             "flops": self.flops,
             "train_seconds": self.train_seconds,
-            "batcher": self.batcher.state_dict(),
+            "batcher": self.loader.state_dict(),
             "dropout": get_dropout(self.model),
             "hooks": [h.state_dict() for h in self.hooks],
             "identity": self.identity,
         }
-        save_checkpoint(self.checkpoint_path, self.model, self.optimizer, state)
+        if self.scaler is not None:
+            state["scaler"] = self.scaler.state_dict()
+        if self.world.main:  # one writer; every rank holds the same weights and moments
+            save_checkpoint(self.checkpoint_path, self.model, self.optimizer, state)
 
     # -- actions for strategies ----------------------------------------------------------------------
     def prune(self, remove: Mapping[str, Iterable[int]], reason: str = "") -> dict[str, list[int]]:
         """Remove heads physically now; the optimizer state is sliced alongside; logged to events.jsonl."""
         remove = {k: sorted(int(h) for h in v) for k, v in remove.items() if len(list(v))}
+        # Rank 0 decides: scores computed on each rank may differ in the last bit on a GPU, and the ranks'
+        # models must stay one model.
+        remove = dist.broadcast(self.world, remove)
         if not remove:
             return head_layout(self.model)
         layout = prune_heads(self.model, remove, optimizer=self.optimizer)
+        self._forward = None  # DDP holds the old parameters; rebuilt (and synced from rank 0) before the next step
         self._update_cost()
         self.events.write(
             {"step": self.step, "event": "prune", "removed": remove, "reason": reason, "heads": num_heads(layout)}
@@ -165,6 +195,7 @@ class Trainer:
         return layout
 
     def set_dropout(self, attention: float | None = None, residual: float | None = None) -> None:
+        attention, residual = dist.broadcast(self.world, (attention, residual))
         set_dropout(self.model, attention=attention, residual=residual)
         self.events.write({"step": self.step, "event": "dropout", **get_dropout(self.model)})
 
@@ -176,24 +207,28 @@ class Trainer:
             self.task.collate,
             seed=self.cfg.train.seed + 7919 * seed_offset,
         )
-        return [next(probe) for _ in range(n)]
+        return [self.placement.to(next(probe)) for _ in range(n)]
 
     def validation_loss(self, batches: int | None = None) -> float:
         from heads.tasks.base import mean_loss
 
         n = (batches or self.cfg.train.eval_batches) * self.cfg.data.batch_size
-        loss, _ = mean_loss(
-            self.model,
-            eval_batches(self.val_examples, self.cfg.data.batch_size, self.task.collate, n),
-            lambda m, b: self.task.loss(m, b, self.cfg),
-            self.task.tokens,
-        )
-        return loss
+        every = eval_batches(self.val_examples, self.cfg.data.batch_size, self.task.collate, n)
+        mine = list(every)[self.world.rank :: self.world.size]  # each rank its share; sums joined below
+        with self.placement.autocast():
+            loss, count = mean_loss(
+                self.model, mine, lambda m, b: self.task.loss(m, b, self.cfg), self.task.tokens
+            )
+        if not self.world.distributed:
+            return loss
+        total, count = dist.sum_all(self.world, [loss * count if count else 0.0, count], self.placement.device)
+        return total / count if count else math.nan
 
     # -- the loop ----------------------------------------------------------------------------------
     def train(self) -> dict[str, Any]:
-        cfg, t = self.cfg, self.cfg.train
+        t = self.cfg.train
         resumed = self.resume()
+        dist.barrier(self.world)  # every rank has decided to resume before rank 0 writes a first checkpoint
         if not resumed:
             self.out.mkdir(parents=True, exist_ok=True)
             for hook in self.hooks:
@@ -201,39 +236,18 @@ class Trainer:
             self.metrics.write(self._record(loss=None, val=self.validation_loss(), window=(0, 0.0)))
             self.save_checkpoint()
         self.model.train()
-        progress = _progress(t.steps, self.step, enabled=t.progress)
+        progress = _progress(t.steps, self.step, enabled=t.progress and self.world.main)
         window_loss, window_n, window_tokens, window_time = 0.0, 0, 0, 0.0
         while self.step < t.steps:
             started = time.perf_counter()
-            for group in self.optimizer.param_groups:
-                # a group may carry its own base rate (e.g. L0 gate parameters); the schedule shapes all alike
-                group["lr"] = lr_at(self.step, group.get("base_lr", t.lr), t.warmup, t.steps, t.schedule)
-            batch = next(self.batcher)
-            for hook in self.hooks:
-                hook.before_step(self)
-            loss = self.task.loss(self.model, batch, cfg)
-            for hook in self.hooks:
-                extra = hook.penalty(self)
-                if extra is not None:
-                    loss = loss + extra
-            if not torch.isfinite(loss):
-                raise NonFiniteLoss(
-                    f"step {self.step + 1}: the training loss is {loss.item()}; the run stopped. "
-                    f"The last good checkpoint is kept at {self.checkpoint_path} "
-                    "(lower train.lr or raise train.warmup)"
-                )
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if t.clip:
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip)
-            self.optimizer.step()
-            tokens = self.task.tokens(batch)
+            loss, tokens = self._step()
             self.step += 1
             self.tokens += tokens
             self.flops += self.flops_per_token * tokens
+            self.placement.synchronize()
             elapsed = time.perf_counter() - started
             self.train_seconds += elapsed
-            window_loss += loss.item()
+            window_loss += loss
             window_n += 1
             window_tokens += tokens
             window_time += elapsed
@@ -247,13 +261,14 @@ class Trainer:
                 self.metrics.write(self._record(window_loss / window_n, val, (window_tokens, window_time)))
                 progress.set_postfix(loss=f"{window_loss / window_n:.3f}")
                 window_loss, window_n, window_tokens, window_time = 0.0, 0, 0, 0.0
-            if self.step in t.snapshots:
+            if self.step in t.snapshots and self.world.main:
                 from heads.surgery import save
 
                 save(self.model, self.out / "snapshots" / f"step-{self.step}")
             if self.step % t.checkpoint_every == 0 or self.step == t.steps:
                 self.save_checkpoint()
         progress.close()
+        self.loader.close()
         for hook in self.hooks:
             hook.on_end(self)
         return {
@@ -263,7 +278,90 @@ class Trainer:
             "flops": self.flops,
             "heads": num_heads(head_layout(self.model)),
             "resumed": resumed,
+            "world_size": self.world.size,
         }
+
+    def _forward_model(self) -> nn.Module:
+        """The model as a step runs it: under DDP in a distributed run, compiled when asked. Built again after
+        physical pruning (DDP holds the parameters it was built with; building it syncs rank 0's weights,
+        which also carries a re-initialisation a strategy made on rank 0's random stream)."""
+        if self._forward is None:
+            headless = any(not kept for kept in head_layout(self.model).values())
+            model = dist.wrap(self.model, self.world, self.placement.device, unused=headless)
+            self._ddp = model if self.world.distributed else None
+            self._forward = torch.compile(model) if self.cfg.train.compile else model
+        return self._forward
+
+    def _step(self) -> tuple[float, int]:
+        """One optimizer step over this step's batch, split into micro-batches across ranks and accumulation;
+        returns the batch's loss (penalties included) and its tokens."""
+        t, world = self.cfg.train, self.world
+        for group in self.optimizer.param_groups:
+            # a group may carry its own base rate (e.g. L0 gate parameters); the schedule shapes all alike
+            group["lr"] = lr_at(self.step, group.get("base_lr", t.lr), t.warmup, t.steps, t.schedule)
+        micro = next(self.loader)
+        if world.distributed:
+            # Each rank its own dropout stream, a function of (seed, step, rank): exact on resume at any step.
+            torch.manual_seed((t.seed * 1_000_003 + self.step) * 4099 + world.rank)
+        forward = self._forward_model()
+        # Each micro-batch's loss weighted by its share of the batch's loss items: any split gives the batch's
+        # loss, and its gradient (DDP averages over ranks, hence the world-size factor).
+        weights = [self.task.loss_items(b) for b in micro]
+        total_items = max(1, sum(weights))
+        tokens = sum(self.task.tokens(b) for b in micro)
+        share = slice(world.rank * t.accumulate, (world.rank + 1) * t.accumulate)
+        mine = list(zip(micro[share], weights[share], strict=True))
+        self.optimizer.zero_grad(set_to_none=True)
+        data_loss = penalty_loss = None
+        for i, (batch, items) in enumerate(mine):
+            for hook in self.hooks:
+                hook.before_step(self)
+            last = i == len(mine) - 1
+            sync = contextlib.nullcontext() if last or self._ddp is None else self._ddp.no_sync()
+            with sync:
+                with self.placement.autocast():
+                    loss = self.task.loss(forward, self.placement.to(batch), self.cfg)
+                part = loss if items == total_items else loss * (items / total_items)
+                data_loss = part.detach() if data_loss is None else data_loss + part.detach()
+                for hook in self.hooks:
+                    extra = hook.penalty(self)
+                    if extra is not None:
+                        extra = extra if len(mine) == 1 else extra / len(mine)
+                        part = part + extra
+                        penalty_loss = extra.detach() if penalty_loss is None else penalty_loss + extra.detach()
+                if world.distributed:
+                    part = part * world.size
+                (part if self.scaler is None else self.scaler.scale(part)).backward()
+        value = self._step_loss(data_loss, penalty_loss)
+        if not math.isfinite(value):
+            raise NonFiniteLoss(
+                f"step {self.step + 1}: the training loss is {value}; the run stopped. "
+                f"The last good checkpoint is kept at {self.checkpoint_path} "
+                "(lower train.lr or raise train.warmup)"
+            )
+        if world.distributed:
+            own = {id(p) for p in self.model.parameters()}
+            dist.average_gradients(
+                world, [p for g in self.optimizer.param_groups for p in g["params"] if id(p) not in own]
+            )
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        if t.clip:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip)
+        if self.scaler is None:
+            self.optimizer.step()
+        else:
+            self.scaler.step(self.optimizer)  # skipped when fp16 overflowed; the scale is lowered instead
+            self.scaler.update()
+        return value, tokens
+
+    def _step_loss(self, data_loss: torch.Tensor, penalty: torch.Tensor | None) -> float:
+        """The step's loss as one process over the whole batch would report it (penalties counted once)."""
+        if not self.world.distributed:
+            return float(data_loss if penalty is None else data_loss + penalty)
+        pen = 0.0 if penalty is None else float(penalty)
+        data, pen = dist.sum_all(self.world, [float(data_loss), pen], self.placement.device)
+        return data + pen / self.world.size
 
     def _record(self, loss: float | None, val: float | None, window: tuple[int, float]) -> dict:
         tokens, seconds = window
@@ -275,7 +373,10 @@ class Trainer:
             "train_loss": loss,
             "tokens_per_s": tokens / seconds if seconds else None,
             "lr": self.optimizer.param_groups[0]["lr"],
-            "peak_mem_mb": round(peak_memory_mb(), 1),
+            # on CUDA the peak since the last record (this window's); on CPU the process's peak so far
+            "peak_mem_mb": round(self.placement.peak_memory_mb(reset=True), 1),
+            "param_mb": round(tensor_megabytes(self.model.parameters()), 3),
+            "optimizer_mb": round(optimizer_state_mb(self.optimizer), 3),
             "flops": self.flops,
             "heads": num_heads(head_layout(self.model)),
         }

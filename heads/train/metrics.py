@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import resource
 from pathlib import Path
-
-import torch
 
 from heads.io import read_jsonl, write_text
 
@@ -14,27 +11,23 @@ from heads.io import read_jsonl, write_text
 class MetricsLog:
     """Append-only JSON lines, flushed per record; truncated to a checkpoint's step on resume."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, active: bool = True):
         self.path = path
+        self.active = active  # False on every rank but 0 of a distributed run: one writer
 
     def truncate_after(self, step: int) -> None:
-        if not self.path.exists():  # nothing logged yet: a resume must not leave a file a whole run would not
-            return
+        if not self.active or not self.path.exists():
+            return  # not the writer, or nothing logged yet: a resume must not leave a file a whole run would not
         # a torn last line is a record killed mid-write, after this checkpoint: dropped like the rest after it
         kept = [r for r in read_jsonl(self.path, torn_tail_ok=True) if r["step"] <= step]
         write_text(self.path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
 
     def write(self, record: dict) -> None:
+        if not self.active:
+            return
         with self.path.open("a") as f:
             f.write(json.dumps(record, sort_keys=True) + "\n")
             f.flush()
-
-
-def peak_memory_mb() -> float:
-    """Peak memory of this process: accelerator memory if there is one, else resident set size."""
-    if torch.cuda.is_available():
-        return torch.cuda.max_memory_allocated() / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
 def first_reaching(records: list[dict], key: str, target: float, lower_is_better: bool = True) -> dict | None:
