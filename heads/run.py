@@ -42,7 +42,9 @@ def hooks_for(cfg: RunConfig) -> list[Hook]:
 
 # Keys that change what is shown or where the run runs, never what it computes (beyond the float tolerance of
 # another device): a resume with another value is the same run (a GPU run may resume on a CPU, and back).
-DISPLAY_ONLY = ("train.progress", "train.device", "train.compile", "train.workers", "train.keep_checkpoint")
+DISPLAY_ONLY = (
+    "train.progress", "train.device", "train.threads", "train.compile", "train.workers", "train.keep_checkpoint",
+)
 
 
 def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:

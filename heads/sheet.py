@@ -237,8 +237,12 @@ def _flatten(tree: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]
     return out
 
 
-def command_line(e: RunSpec, runs: str, preset: str, data_root: str, threads: int) -> str:
-    """The ``heads`` invocation of entry ``e`` (every value shell-quoted), writing under the run tree ``runs``."""
+def command_line(e: RunSpec, runs: str, preset: str, data_root: str, threads: int, gpus: int = 0) -> str:
+    """The ``heads`` invocation of entry ``e`` (every value shell-quoted), writing under the run tree ``runs``.
+
+    ``threads`` are the job's CPU threads: they reach torch as ``train.threads`` (``speed``: its ``--threads``,
+    unless the entry sets them), shared out between the processes of a multi-GPU run. ``gpus`` > 1 trains
+    with DDP, one process per GPU under ``torchrun``; every other command runs in one process."""
     q = shlex.quote
 
     def at(rel: str) -> str:
@@ -246,16 +250,25 @@ def command_line(e: RunSpec, runs: str, preset: str, data_root: str, threads: in
 
     identity = f"--run {q(json.dumps(e.identity(), sort_keys=True))}"
     if e.command == "train":
-        config: dict[str, Any] = {"data.root": data_root, "train.seed": e.seed, "train.threads": threads,
-                                  "train.progress": False, **dict(_flatten(e.config))}
+        ranks = max(1, gpus)
+        config: dict[str, Any] = {"data.root": data_root, "train.seed": e.seed,
+                                  "train.threads": max(1, threads // ranks), "train.progress": False,
+                                  **dict(_flatten(e.config))}
         config.update({key: at(path) for key, path in e.paths.items()})
         if e.strategy != "none":
             config["strategy.name"] = e.strategy
             config.update({f"strategy.params.{k}": v for k, v in e.params.items()})
         overrides = " ".join(q(f"{k}={_value(v)}") for k, v in config.items())
-        return f"heads train --task {e.task} --preset {preset} --out {q(at(e.label))} {identity} {overrides}"
+        # torchrun sets RANK/WORLD_SIZE/LOCAL_RANK, which make `heads train` train with DDP, a GPU per rank;
+        # --standalone picks a free local port, so several such jobs can share a machine.
+        launcher = f"torchrun --standalone --nproc_per_node {ranks} -m heads" if ranks > 1 else "heads"
+        return f"{launcher} train --task {e.task} --preset {preset} --out {q(at(e.label))} {identity} {overrides}"
     parts = [f"heads {e.command} {q(at(e.paths['source']))}"]
-    config = dict(_flatten(e.config))
+    # An analysis reads the run's own config.json; its threads are this job's, not the training job's.
+    config = {"train.threads": threads, **dict(_flatten(e.config))}
+    if e.command == "speed":  # speed times at its own --threads, which win over the config
+        config.pop("train.threads")
+        e = replace(e, options={"threads": threads, **e.options})
     if e.options.get("task"):  # a bare model folder (a snapshot): the task's preset applies
         parts.append(f"--task {e.task} --preset {preset}")
         config["data.root"] = data_root

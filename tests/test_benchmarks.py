@@ -164,3 +164,79 @@ def test_perturbation_compares_two_run_trees_and_marks_fragile_verdicts(tmp_path
     assert robustness("D1-lm", "supported", data).startswith("same verdict under")
     assert robustness("D1-lm", "inconclusive", data).startswith(f"{NOT_MEASURED} for this verdict")
     assert robustness("B5-cls", "supported", data) == robustness("B5-cls", "supported", None) == NOT_MEASURED
+
+
+# -- the prepared GPU check (benchmarks/gpu_check.sh and gpu_check.py): its CPU-safe parts ------------------
+
+GPU_SECTIONS = {
+    "environment": {"heads", "nvidia_smi_l", "torch", "cuda_available", "device_name"},
+    "masked_vs_pruned": {"results", "pass", "tolerance_rule", "heads_removed_per_site"},
+    "pruned_speedup": {"model", "rows", "target"},
+    "ablation": {"results", "rows", "target"},
+    "throughput": {"model", "rows", "tokens_per_step"},
+}
+
+
+def test_gpu_check_shell_script_parses():
+    import subprocess
+
+    subprocess.run(["bash", "-n", str(BENCH / "gpu_check.sh")], check=True)
+
+
+def test_gpu_check_small_on_cpu_writes_every_section(tmp_path, monkeypatch):
+    """The GPU check's code at --scale small on the CPU: every section ok with its keys, masked == pruned
+    within the fp32 tolerance (no timing asserted)."""
+    out = tmp_path / "gpu.json"
+    with pytest.raises(SystemExit) as exit_:
+        run_script("gpu_check", "--device", "cpu", "--scale", "small", "--out", str(out), monkeypatch=monkeypatch)
+    assert exit_.value.code == 0
+    data = json.loads(out.read_text())
+    assert (data["device"], data["scale"]) == ("cpu", "small")
+    for name, keys in GPU_SECTIONS.items():
+        section = data["sections"][name]
+        assert section["status"] == "ok", section.get("error")
+        assert keys <= set(section), (name, keys - set(section))
+    masked = data["sections"]["masked_vs_pruned"]["results"]
+    assert set(masked) == {"fp32", "bf16"}
+    assert masked["fp32"]["pass"] and masked["fp32"]["max_abs_diff"] <= masked["fp32"]["tolerance"]
+    assert masked["fp32"]["masked_vs_full_max_abs_diff"] > masked["fp32"]["tolerance"]  # the gates did something
+    rows = data["sections"]["pruned_speedup"]["rows"]
+    assert {(r["precision"], r["mode"], r["variant"]) for r in rows} == {
+        (p, m, f"pruned {f}%") for p in ("fp32", "bf16") for m in ("train", "infer") for f in (25, 50, 75)
+    }
+    assert all(r["theoretical"] > 1 and r["realised"] > 0 for r in rows)
+    assert {(r["task"], r["batch"][0]) for r in data["sections"]["ablation"]["results"]} == {
+        ("lm", 1),
+        ("lm", 8),
+        ("mt", 1),
+        ("mt", 8),
+    }
+    assert all(r["agree"] for r in data["sections"]["ablation"]["results"])
+    assert {r["precision"] for r in data["sections"]["throughput"]["rows"]} == {"fp32", "bf16"}
+    table = out.with_suffix(".md").read_text()
+    assert table.startswith("# GPU check") and "## Masked == pruned" in table and "## Training throughput" in table
+
+
+def test_gpu_check_records_a_killed_part_and_the_smoke_dag(tmp_path, monkeypatch):
+    """--mark (what gpu_check.sh calls after each part): a part killed by timeout is recorded as timed out
+    with its log's tail, and the smoke DAG's runs are counted by the device they name."""
+    out, log = tmp_path / "gpu.json", tmp_path / "part.log"
+    log.write_text("step 1\nstep 2\n")
+    runs = tmp_path / "runs" / "lm" / "seed0"
+    runs.mkdir(parents=True)
+    (runs / "summary.json").write_text(json.dumps({"environment": {"device": "cuda:0"}}))
+    mark = ["--out", str(out), "--log", str(log), "--cap", "45"]
+    parts = (
+        ["--mark", "throughput", "--rc", "124", "--seconds", "50"],
+        ["--mark", "smoke_dag", "--rc", "0", "--seconds", "120", "--runs", str(tmp_path / "runs")],
+    )
+    for args in parts:
+        with pytest.raises(SystemExit) as exit_:
+            run_script("gpu_check", *mark, *args, monkeypatch=monkeypatch)
+        assert exit_.value.code == 0
+    sections = json.loads(out.read_text())["sections"]
+    assert sections["throughput"] == {**sections["throughput"], "status": "timed out", "rc": 124, "wall_s": 50.0}
+    assert "step 2" in sections["throughput"]["log_tail"]
+    assert sections["smoke_dag"]["status"] == "ok" and sections["smoke_dag"]["runs_by_device"] == {"cuda:0": 1}
+    table = out.with_suffix(".md").read_text()
+    assert "| throughput | timed out |" in table and "runs by device: {'cuda:0': 1}" in table

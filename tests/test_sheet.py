@@ -83,3 +83,28 @@ def test_c3_trains_the_scratch_layout_for_the_l0_models_total_steps(preset):
     sheet = build(ROOT / "replications", DAG[preset])
     scratch = [e for e in sheet.runs.values() if e.variant == "scratch" and e.arm.startswith("l0")]
     assert scratch and all(e.config["train"]["steps"] == settings["scratch_steps"] for e in scratch)
+
+
+def test_the_jobs_threads_and_gpus_reach_the_command_line():
+    """Threads are the job's, whatever it runs; a training run on several GPUs is one torchrun process per GPU
+    sharing them out, while analyses and pruning stay one process."""
+    sheet = build(ROOT / "replications", DAG["paper"])
+    entry = sheet["lm/baseline/none/0.0/seed0"]
+
+    def argv(e, threads, gpus):
+        return shlex.split(command_line(e, "runs", "paper", "data", threads, gpus))
+
+    one = argv(entry, 8, 1)
+    assert one[:2] == ["heads", "train"] and "train.threads=8" in one
+    several = argv(entry, 8, 4)
+    assert several[:7] == ["torchrun", "--standalone", "--nproc_per_node", "4", "-m", "heads", "train"]
+    assert "train.threads=2" in several and several[7:] == [a if a != "train.threads=8" else "train.threads=2"
+                                                           for a in one[2:]]
+    assert "train.threads=1" in argv(entry, 2, 4)  # never fewer than one a process
+    for command in ("ablate", "curve", "roles", "prune"):
+        e = next(e for e in sheet.runs.values() if e.command == command)
+        line = argv(e, 4, 4)
+        assert line[:2] == ["heads", command] and "train.threads=4" in line, (command, line)
+    speed = next(e for e in sheet.runs.values() if e.command == "speed")
+    line = argv(speed, 4, 1)
+    assert line[line.index("--threads") + 1] == "4" and not any(a.startswith("train.threads") for a in line)

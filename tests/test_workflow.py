@@ -1,6 +1,8 @@
 """The Snakemake workflow: config validated before any job, DAGs resolvable for every preset and profile,
 lint clean, and the report's artefact list in step with the library."""
 
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -49,11 +51,124 @@ def test_a_fresh_clone_runs_the_whole_dag_despite_the_committed_results(tmp_path
         assert f"\n{rule} " in out, rule
 
 
+# -- the machine a run is given: threads, GPUs, memory, and where each job runs -------------------------------
+MODEL_RULES = ("train", "analyse")  # the rules that run a model (surgery only cuts and counts, never runs one)
+LOCAL_RULES = {"prepare_data", "table", "figure", "replication_claims", "claims", "surgery_table"}
+
+
+def planned(run: subprocess.CompletedProcess) -> list[dict]:
+    """The jobs of a dry run with -p: rule, resources (name -> value as printed) and shell command each."""
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-3000:]
+    jobs: list[dict] = []
+    for line in out.splitlines():
+        if m := re.match(r"^(?:local)?rule (\w+):$", line):
+            jobs.append({"rule": m.group(1), "resources": {}, "shell": ""})
+        elif jobs and (m := re.match(r"^\s+resources: (.*)$", line)):
+            jobs[-1]["resources"] = dict(kv.split("=", 1) for kv in m.group(1).split(", "))
+        elif jobs and line.startswith("Shell command: "):
+            jobs[-1]["shell"] = line.split("Shell command: ", 1)[1]
+    assert jobs, out[-3000:]
+    return jobs
+
+
+def threads_of(shell: str) -> int:
+    """The torch threads a command line sets (speed's --threads, else train.threads)."""
+    m = re.search(r"--threads (\d+)", shell) or re.search(r"train\.threads=(\d+)", shell)
+    assert m, shell
+    return int(m.group(1))
+
+
 @needs_snakemake
-@pytest.mark.parametrize("profile", ["gpu", "slurm"])
-def test_profiles_dry_run(profile):
-    run = snakemake("-n", "--forceall", "--profile", f"workflow/profiles/{profile}", "--config", "preset=paper")
-    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+def test_cpu_presets_ask_for_no_gpu_and_run_on_one_thread_a_job():
+    jobs = planned(snakemake("-n", "-p", "--forceall", "--cores", "2", "--config", "preset=tiny"))
+    for job in jobs:
+        assert job["resources"].get("gpu", "0") == "0" and "gpu_slot" not in job["shell"], job
+        if job["rule"] in MODEL_RULES:
+            assert job["shell"].startswith("heads ") and threads_of(job["shell"]) == 1, job
+            assert job["resources"]["mem_mb"] == "4000", job
+
+
+@needs_snakemake
+@pytest.mark.parametrize(
+    "extra,ranks",
+    [([], 1),  # the paper preset: a GPU a job
+     (["--set-resources", "train:gpu=2", "--resources", "gpu=4"], 2),  # a training run on two GPUs (torchrun)
+     (["--set-resources", "train:gpu=2", "--resources", "gpu=1"], 1)],  # never more than --resources grants
+)
+def test_the_gpu_profile_gives_each_model_job_its_gpus_and_its_threads_reach_torch(extra, ranks):
+    jobs = planned(snakemake("-n", "-p", "--forceall", "--profile", "workflow/profiles/gpu", "--cores", "16",
+                             *extra, "--config", "preset=paper"))
+    models = [j for j in jobs if j["rule"] in MODEL_RULES]
+    assert models
+    for job in models:
+        train = "heads train " in job["shell"]  # the rule also runs post-hoc pruning, in one process
+        gpus = ranks if train else 1
+        assert job["resources"]["gpu"] == str(ranks if job["rule"] == "train" else 1), job
+        assert job["shell"].startswith(f"python workflow/scripts/gpu_slot.py {gpus} -- "), job["shell"]
+        ddp = f"torchrun --standalone --nproc_per_node {ranks} -m heads train "
+        launcher = ddp if train and ranks > 1 else "heads "
+        assert f" -- {launcher}" in job["shell"], job["shell"]
+        assert threads_of(job["shell"]) == 4 // (ranks if train else 1), job["shell"]  # the profile's set-threads
+        assert job["resources"]["mem_mb"] == "32000" and "gres" not in job["resources"], job
+    for job in jobs:
+        if job["rule"] not in MODEL_RULES:
+            assert job["resources"].get("gpu", "0") == "0" and "gpu_slot" not in job["shell"], job
+
+
+@needs_snakemake
+def test_the_slurm_profile_asks_for_gpus_one_way_and_submits_without_a_cluster_in_a_dry_run(tmp_path):
+    import yaml
+
+    # SLURM's commands, each failing and leaving a mark: a dry run must need none (the plugin reads
+    # `scontrol show config` when it loads and goes on without it), and submit nothing.
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name in ("sbatch", "squeue", "sacct", "sacctmgr", "sinfo", "scontrol", "srun", "scancel"):
+        (fake / name).write_text(f"#!/bin/sh\ntouch {tmp_path}/called-{name}\nexit 1\n")
+        (fake / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"}
+    run = subprocess.run([SNAKEMAKE, "-n", "-p", "--forceall", "--profile", "workflow/profiles/slurm", "--cores", "64",
+                          "--config", "preset=paper"], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    jobs = planned(run)
+    assert not {p.name for p in tmp_path.glob("called-*")} - {"called-scontrol"}
+    for job in jobs:
+        assert "gres" not in job["resources"], job  # the plugin refuses gpu beside gres; gpu is the one way
+        if job["rule"] in MODEL_RULES:
+            assert job["resources"]["gpu"] == "1" and job["resources"]["mem_mb"] == "32000", job
+            assert job["resources"]["slurm_partition"] == "CHANGE_ME_gpu_partition", job
+            # the plugin asks SLURM for the rule's threads (--cpus-per-task): the threads torch uses
+            assert threads_of(job["shell"]) == {"train": 8, "analyse": 4}[job["rule"]], job["shell"]
+        else:
+            assert job["resources"].get("gpu", "0") == "0", job
+    profile = yaml.safe_load((ROOT / "workflow/profiles/slurm/config.yaml").read_text())
+    assert "gres" not in str(profile) and "gpu" not in str(profile.get("default-resources"))
+    assert "cpus_per_task" not in str(profile)  # one source of threads: the rules'
+
+
+def declared_local_rules() -> set[str]:
+    """The rules the Snakefile and its rule files declare local (a profile cannot: it is the workflow's to say)."""
+    names: set[str] = set()
+    for path in [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]:
+        for block in re.findall(r"^localrules:\s*\n((?:[ \t]+\w+,?\s*\n)+)", path.read_text(), re.M):
+            names |= set(re.findall(r"\w+", block))
+    return names
+
+
+def rules_in(name: str) -> set[str]:
+    return set(re.findall(r"^rule (\w+):", (ROOT / "workflow" / "rules" / name).read_text(), re.M))
+
+
+def test_data_preparation_and_rendering_run_where_snakemake_runs():
+    import yaml
+
+    local = declared_local_rules()
+    assert local == LOCAL_RULES
+    assert rules_in("data.smk") | rules_in("report.smk") <= local
+    assert not local & set(MODEL_RULES)
+    for profile in ("gpu", "slurm"):
+        settings = yaml.safe_load((ROOT / "workflow" / "profiles" / profile / "config.yaml").read_text())
+        assert "localrules" not in settings
 
 
 @needs_snakemake
@@ -104,7 +219,8 @@ def test_ruff_is_clean():
     ruff = shutil.which("ruff")
     if ruff is None:
         pytest.skip("ruff not installed")
-    run = subprocess.run([ruff, "check", "heads", "tests", "benchmarks"], cwd=ROOT, capture_output=True, text=True)
+    run = subprocess.run([ruff, "check", "heads", "tests", "benchmarks", "workflow/scripts"], cwd=ROOT,
+                         capture_output=True, text=True)
     assert run.returncode == 0, run.stdout
 
 

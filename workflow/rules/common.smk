@@ -2,6 +2,7 @@
 # (replications/<name>/runs.py) and looked up here by label: no parameter is parsed out of a path.
 import json
 import re
+import shlex
 
 from heads.sheet import (
     SheetError,
@@ -91,8 +92,27 @@ def entry_inputs(w):
     return [f"{DATA}/.ready-{e.task}-{PRESET}"] + [done(a) for a in e.after]
 
 
-def entry_command(w):
-    return command_line(SHEET[w.label], RUNS, PRESET, DATA, config["threads"])
+# What a job that runs a model asks for at this preset (config job_resources): GPUs and memory. Its threads are
+# the rule's (config threads, or --set-threads), and the command is built from the job's granted threads and GPUs,
+# so what the scheduler reserved is what torch uses.
+JOB = {"gpus": 0, "mem_mb": 4000, **(config["job_resources"].get(PRESET) or {})}  # the schema's defaults
+GPU_SLOT = os.path.relpath(os.path.join(workflow.basedir, "workflow", "scripts", "gpu_slot.py"))
+
+
+def entry_gpus(w):
+    """GPUs an entry's job asks for: a training run may spread over several; pruning and analyses run in one
+    process, on one GPU at most."""
+    return JOB["gpus"] if SHEET[w.label].command == "train" else min(JOB["gpus"], 1)
+
+
+def entry_command(w, threads, resources):
+    """The entry's command on the job's threads and GPUs; a GPU job runs under gpu_slot.py, which gives it GPUs
+    no other job holds (Snakemake's --resources gpu=K only bounds how many run at once)."""
+    e = SHEET[w.label]
+    gpus = int(resources.get("gpu", 0))
+    gpus = gpus if e.command == "train" else min(gpus, 1)  # --set-resources train:gpu=N reaches pruning too
+    line = command_line(e, RUNS, PRESET, DATA, threads, gpus)
+    return f"python {shlex.quote(GPU_SLOT)} {gpus} -- {line}" if gpus else line
 
 
 def all_runs():

@@ -1,4 +1,10 @@
 # Data: each task's corpus and tokenizer prepared once per preset, before any training job.
+# On a cluster it runs where Snakemake runs (the paper preset downloads hub data, and compute nodes are often
+# offline).
+
+
+localrules:
+    prepare_data,
 
 
 rule prepare_data:

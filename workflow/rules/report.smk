@@ -1,4 +1,13 @@
 # Rendering: one rule per table and per figure (deleting one regenerates just that one), and the ledger.
+# It reads finished runs and writes small files in seconds: on a cluster it runs where Snakemake runs, never
+# as a queued job.
+
+
+localrules:
+    table,
+    figure,
+    replication_claims,
+    claims,
 
 
 # A replication's claims.md is its ledger page, not a table.

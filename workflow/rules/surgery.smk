@@ -1,4 +1,9 @@
-# Head surgery: cut a checkpoint down to a uniform layout and tabulate what it saves.
+# Head surgery: cut a checkpoint down to a uniform layout and tabulate what it saves. Neither runs the model
+# (the table's FLOPs are counted, not measured); the table is rendering, local on a cluster.
+
+
+localrules:
+    surgery_table,
 
 
 rule prune_uniform:

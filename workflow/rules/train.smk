@@ -1,5 +1,7 @@
 # Every entry of the run sheet is one job: training runs, post-hoc pruning, analyses. The command line
 # comes from the entry (heads.sheet.command_line); the label is the run's folder under the run tree.
+# Threads, GPUs and memory are the preset's (config threads and job_resources, common.smk); the command
+# runs on what the job was granted.
 
 
 rule train:
@@ -15,9 +17,10 @@ rule train:
         label=labels_of("train", "prune"),
     conda:
         "../../environment.yml"
-    threads: 1
+    threads: config["threads"]
     resources:
-        gpu=lambda w: 1 if PRESET == "paper" else 0,
+        gpu=entry_gpus,
+        mem_mb=JOB["mem_mb"],
     params:
         command=entry_command,
     shell:
@@ -37,7 +40,10 @@ rule analyse:
         label=labels_of("ablate", "curve", "speed", "roles", "trivial"),
     conda:
         "../../environment.yml"
-    threads: 1
+    threads: config["threads"]
+    resources:
+        gpu=entry_gpus,
+        mem_mb=JOB["mem_mb"],
     params:
         command=entry_command,
     shell:
