@@ -7,7 +7,10 @@ their heads, and ``layout=None`` is the unpruned model). That makes them a
 check on physical pruning and a yardstick for measured speed-ups.
 
 Supported: ``LlamaForCausalLM``/``LlamaModel``, ``BertModel``/
-``BertForSequenceClassification`` and ``MarianMTModel``/``MarianModel``. The
+``BertForSequenceClassification`` (and the same two of RoBERTa and
+XLM-RoBERTa), ``MarianMTModel``/``MarianModel``,
+``BartForConditionalGeneration``/``BartModel`` and ``GPT2LMHeadModel``/
+``GPT2Model``. The
 architecture comes from ``architecture=`` or ``config.architectures`` (set
 once a model was saved; a model built from a config lacks it, so pass
 ``type(model).__name__``).
@@ -17,7 +20,8 @@ FLOP conventions (:func:`flops_per_token`):
 * only matrix multiplications count, at 2 FLOPs per multiply-add; biases,
   norms, activations, softmax, rotary embeddings and residual adds are left
   out (they are a few percent at most), and embedding lookups are free;
-* every linear layer costs ``2 * d_in * d_out`` per token it is applied to; the
+* every linear layer (GPT-2's Conv1D too; its fused ``c_attn`` counts as the q,
+  k and v maps it is) costs ``2 * d_in * d_out`` per token it is applied to; the
   output head (LM head, or BERT's pooler and classifier, which see one token
   per sequence) is counted;
 * attention at a site with ``h`` kept query heads of size ``d_h`` costs
@@ -137,6 +141,8 @@ def _llama(t: _Tally, c, head: bool) -> None:
 
 
 def _bert(t: _Tally, c, head: bool) -> None:
+    """BERT, RoBERTa and XLM-RoBERTa (one encoder; RoBERTa's classifier swaps the pooler for a dense layer of the
+    same size, so the counts agree)."""
     d, ff = c.hidden_size, c.intermediate_size
     self_kind = "causal" if c.is_decoder else "self"
     t.weights((c.vocab_size + c.max_position_embeddings + c.type_vocab_size) * d + 2 * d)
@@ -185,6 +191,46 @@ def _marian(t: _Tally, c, head: bool) -> None:
         t.linear(d, target_vocab, False, tied=tied)
 
 
+def _bart(t: _Tally, c, head: bool) -> None:
+    d = c.d_model
+    # Transformers 5 ties the encoder's and decoder's embed_tokens (and the LM head) to `shared` only under
+    # tie_word_embeddings; without it all three tables exist. Learned positions carry BART's offset of 2, and
+    # each stack normalises its embeddings.
+    tables = 1 if c.tie_word_embeddings else 3
+    t.weights(tables * c.vocab_size * d + 2 * (c.max_position_embeddings + 2) * d + 4 * d)
+    for layer in range(c.encoder_layers):
+        t.attention(d, "encoder", layer, "self", True)
+        t.linear(d, c.encoder_ffn_dim, True)
+        t.linear(c.encoder_ffn_dim, d, True)
+        t.weights(4 * d)
+    for layer in range(c.decoder_layers):
+        t.attention(d, "decoder", layer, "causal", True)
+        t.attention(d, "decoder", layer, "cross", True)
+        t.linear(d, c.decoder_ffn_dim, True)
+        t.linear(c.decoder_ffn_dim, d, True)
+        t.weights(6 * d)
+    if head:
+        t.linear(d, c.vocab_size, False, tied=c.tie_word_embeddings)  # final_logits_bias is a buffer
+
+
+def _gpt2(t: _Tally, c, head: bool) -> None:
+    d = c.n_embd
+    inner = c.n_inner or 4 * d
+    t.weights((c.vocab_size + c.n_positions) * d)
+    for layer in range(c.n_layer):
+        t.attention(d, "", layer, "causal", True)  # c_attn (q, k, v) and c_proj
+        t.weights(2 * d)  # ln_1
+        if c.add_cross_attention:
+            t.attention(d, "", layer, "cross", True)  # q_attn, c_attn (k, v) and c_proj
+            t.weights(2 * d)  # ln_cross_attn
+        t.linear(d, inner, True)
+        t.linear(inner, d, True)
+        t.weights(2 * d)  # ln_2
+    t.weights(2 * d)  # ln_f
+    if head:
+        t.linear(d, c.vocab_size, False, tied=c.tie_word_embeddings)
+
+
 # architecture -> (model_type, walker, whether it has an output head)
 _ARCHITECTURES: dict[str, tuple[str, Callable[[_Tally, object, bool], None], bool]] = {
     "LlamaForCausalLM": ("llama", _llama, True),
@@ -193,6 +239,14 @@ _ARCHITECTURES: dict[str, tuple[str, Callable[[_Tally, object, bool], None], boo
     "BertModel": ("bert", _bert, False),
     "MarianMTModel": ("marian", _marian, True),
     "MarianModel": ("marian", _marian, False),
+    "RobertaForSequenceClassification": ("roberta", _bert, True),
+    "RobertaModel": ("roberta", _bert, False),
+    "XLMRobertaForSequenceClassification": ("xlm-roberta", _bert, True),
+    "XLMRobertaModel": ("xlm-roberta", _bert, False),
+    "BartForConditionalGeneration": ("bart", _bart, True),
+    "BartModel": ("bart", _bart, False),
+    "GPT2LMHeadModel": ("gpt2", _gpt2, True),
+    "GPT2Model": ("gpt2", _gpt2, False),
 }
 
 

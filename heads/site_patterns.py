@@ -26,13 +26,18 @@ FAMILY_PATTERNS: dict[str, tuple[SitePattern, ...]] = {
         SitePattern(r"decoder\.layers\.(\d+)\.self_attn$", "causal", "decoder"),
         SitePattern(r"decoder\.layers\.(\d+)\.encoder_attn$", "cross", "decoder"),
     ),
+    # BERT, RoBERTa and XLM-RoBERTa (``bert.``/``roberta.`` prefixes: the patterns search, they do not anchor).
     # A BERT configured as a decoder attends causally in its self-attention: the family says so from the
     # config; a path alone reads as "self".
     "bert": (
         SitePattern(r"encoder\.layer\.(\d+)\.attention\.self$", "self", "encoder"),
         SitePattern(r"encoder\.layer\.(\d+)\.crossattention\.self$", "cross", "encoder"),
     ),
+    "gpt2": (
+        SitePattern(r"(?:^|\.)h\.(\d+)\.attn$", "causal", ""),
+        SitePattern(r"(?:^|\.)h\.(\d+)\.crossattention$", "cross", ""),  # with add_cross_attention
+    ),
     "llama": (SitePattern(r"(?:^|\.)layers\.(\d+)\.self_attn$", "causal", ""),),  # also Mistral, Qwen2
 }
 # For a module path alone, the most specific patterns first (llama's would also match Marian's encoder).
-PATH_ORDER = ("marian", "bert", "llama")
+PATH_ORDER = ("marian", "bert", "gpt2", "llama")

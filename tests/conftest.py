@@ -17,10 +17,16 @@ from torch import nn
 from transformers import (
     BartConfig,
     BartForConditionalGeneration,
+    GPT2Config,
+    GPT2LMHeadModel,
     MistralConfig,
     MistralForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
+    RobertaConfig,
+    RobertaForSequenceClassification,
+    XLMRobertaConfig,
+    XLMRobertaForSequenceClassification,
 )
 
 from heads import models
@@ -87,6 +93,31 @@ def _bart(vocab: int = 256, d: int = 64, layers: int = 2, heads: int = 4, seed: 
     return BartForConditionalGeneration(config)
 
 
+def _roberta_like(config_class: type, model_class: type) -> Callable[..., nn.Module]:
+    """A builder with ``models.bert``'s main arguments for RoBERTa-style classifiers (RoBERTa, XLM-RoBERTa)."""
+
+    def make(vocab: int = 256, d: int = 64, layers: int = 2, heads: int = 4, labels: int = 2, seed: int = 0,
+             **overrides) -> nn.Module:
+        # Positions start after padding_idx (RoBERTa's offset), so max_position_embeddings leaves room for it.
+        # A wider init than the stock 0.02: at 0.02 closing heads moves these tiny classifiers' logits by
+        # about 1e-3, too close to the tolerances tests tell "the gates matter" by.
+        settings = dict(vocab_size=vocab, hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads,
+                        intermediate_size=4 * d, max_position_embeddings=258, type_vocab_size=1, pad_token_id=1,
+                        num_labels=labels, initializer_range=0.05)
+        config = config_class(**{**settings, **overrides})
+        torch.manual_seed(seed)
+        return model_class(config)
+
+    return make
+
+
+def _gpt2(vocab: int = 256, d: int = 64, layers: int = 2, heads: int = 4, seed: int = 0, **overrides) -> nn.Module:
+    config = GPT2Config(vocab_size=vocab, n_embd=d, n_layer=layers, n_head=heads, n_positions=256,
+                        bos_token_id=0, eos_token_id=1, pad_token_id=0, **overrides)
+    torch.manual_seed(seed)
+    return GPT2LMHeadModel(config)
+
+
 # model_type -> (a tiny seeded model of it, what its batches look like). Every model type head surgery
 # supports (heads/surgery/families) has a line here; test_every_registered_family_has_a_tiny_config says so.
 TINY: dict[str, tuple[Callable[..., nn.Module], str]] = {
@@ -96,6 +127,9 @@ TINY: dict[str, tuple[Callable[..., nn.Module], str]] = {
     "bert": (models.bert, "classifier"),
     "marian": (models.marian, "seq2seq"),
     "bart": (_bart, "seq2seq"),
+    "roberta": (_roberta_like(RobertaConfig, RobertaForSequenceClassification), "classifier"),
+    "xlm-roberta": (_roberta_like(XLMRobertaConfig, XLMRobertaForSequenceClassification), "classifier"),
+    "gpt2": (_gpt2, "causal"),  # fused q/k/v in one Conv1D
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from transformers import GPT2Config, LlamaConfig, LlamaForCausalLM, LlamaModel, MarianConfig, MarianMTModel
+from transformers import LlamaConfig, LlamaForCausalLM, LlamaModel, MarianConfig, MarianMTModel, T5Config
 
 from heads import models
 from heads.flops import Flops, count_params, flop_ratio, flops_per_token
@@ -125,10 +125,10 @@ def test_architecture_from_saved_config():
 
 
 def test_unsupported_types_raise():
-    with pytest.raises(ValueError, match="gpt2"):
-        count_params(GPT2Config(), architecture="GPT2LMHeadModel")
-    with pytest.raises(ValueError, match="gpt2"):
-        flops_per_token(GPT2Config(), None, 8)
+    with pytest.raises(ValueError, match="t5"):
+        count_params(T5Config(), architecture="T5ForConditionalGeneration")
+    with pytest.raises(ValueError, match="t5"):
+        flops_per_token(T5Config(), None, 8)
     bert = models.bert(d=32, heads=4)
     with pytest.raises(ValueError, match="BertForMaskedLM"):
         count_params(bert.config, architecture="BertForMaskedLM")

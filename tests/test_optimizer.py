@@ -7,7 +7,7 @@ import torch
 from conftest import TINY, batch_for, build, build_with_biases
 
 from heads.surgery import apply_layout, head_layout, prune_heads, sites
-from heads.surgery.families import family_of
+from heads.surgery.families import LinearView, family_of
 
 LR, DECAY = 1e-2, 0.1
 
@@ -43,10 +43,22 @@ def slicing(model, keep: dict[str, list[int]]) -> dict[str, tuple[int, torch.Ten
     for site in sites(model):
         proj = family.projections(model, site)
         q, kv = head_rows(site, keep[site.name]), head_rows(site, keep[site.name], kv=True)
+        fused: dict[torch.nn.Module, list[tuple[int, torch.Tensor]]] = {}  # Conv1D -> (block, its kept columns)
         for lin, dim, rows in ((proj.q, 0, q), (proj.k, 0, kv), (proj.v, 0, kv), (proj.o, 1, q)):
+            if isinstance(lin, LinearView):  # a window on a Conv1D (weight [in, out]): Linear's rows are its columns
+                if dim == 1:
+                    by_id[id(lin.layer.weight)] = (0, rows)
+                else:
+                    width = lin.layer.weight.shape[1] // lin.blocks
+                    fused.setdefault(lin.layer, []).append((lin.block, rows + lin.block * width))
+                continue
             by_id[id(lin.weight)] = (dim, rows)
             if dim == 0 and lin.bias is not None:
                 by_id[id(lin.bias)] = (0, rows)
+        for layer, blocks in fused.items():  # GPT-2's c_attn: q, k, v blocks side by side
+            cols = torch.cat([c for _, c in sorted(blocks, key=lambda b: b[0])])
+            by_id[id(layer.weight)] = (1, cols)
+            by_id[id(layer.bias)] = (0, cols)
     return {name: by_id[id(p)] for name, p in model.named_parameters() if id(p) in by_id}
 
 

@@ -39,8 +39,8 @@ def test_grouped_query_counts():
 
 
 def test_unsupported_family_is_named():
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import T5Config, T5ForConditionalGeneration
 
-    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50))
-    with pytest.raises(ValueError, match="gpt2.*supported"):
+    model = T5ForConditionalGeneration(T5Config(vocab_size=50, d_model=32, d_kv=8, d_ff=32, num_layers=1, num_heads=2))
+    with pytest.raises(ValueError, match=r"'t5'.*supported families.*ADDING_A_FAMILY"):
         sites(model)

@@ -1,8 +1,10 @@
 """Physical head pruning: slice q/k/v rows and o columns so the model really shrinks.
 
-Sliced parameters become new Parameter objects; a given optimizer has them
-swapped into its param groups, with their state (AdamW moments) sliced the
-same way, as are pending gradients. A site may lose every head:
+What to cut comes from the family (:meth:`Family.head_slices`): per weight, the
+dimension holding heads and the blocks along it, so a fused q/k/v projection
+(GPT-2's ``c_attn``) is cut in one go. Sliced parameters become new Parameter
+objects; a given optimizer has them swapped into its param groups, with their
+state (AdamW moments) sliced the same way, as are pending gradients. A site may lose every head:
 its module then becomes *headless* and returns only the output bias.
 """
 
@@ -13,7 +15,7 @@ from collections.abc import Iterable, Mapping
 import torch
 from torch import nn
 
-from heads.surgery.families import family_of
+from heads.surgery.families import Family, HeadSlice, family_of
 from heads.surgery.gates import GATE_ATTR
 from heads.surgery.site import round_half_up
 from heads.surgery.sites import HeadLayout, Site, full_layout, head_layout, record_layout, site_map
@@ -50,33 +52,58 @@ def _slice_param(
         optimizer.state[new] = state
 
 
-def _rows(positions: list[int], head_dim: int, device) -> torch.Tensor:
-    idx = [p * head_dim + i for p in positions for i in range(head_dim)]
+def _rows(positions: list[int], head_dim: int, offset: int) -> list[int]:
+    return [offset + p * head_dim + i for p in positions for i in range(head_dim)]
+
+
+def _slice_index(cut: HeadSlice, kept: dict[str, tuple[int, list[int]]], head_dim: int, device) -> torch.Tensor:
+    """Indices along ``cut.dim`` to keep: each block's kept units, shifted past the blocks before it.
+
+    ``kept``: per block kind, (units it holds now, positions of those to keep among them).
+    """
+    idx, offset = [], 0
+    for block in cut.blocks:
+        units, positions = kept[block]
+        idx += _rows(positions, head_dim, offset)
+        offset += units * head_dim
+    if offset != cut.module.weight.shape[cut.dim]:
+        # A wrong adapter would otherwise slice silently into the wrong columns.
+        raise RuntimeError(
+            f"{type(cut.module).__name__} has {cut.module.weight.shape[cut.dim]} units along dim {cut.dim}, "
+            f"its head blocks {cut.blocks} account for {offset}"
+        )
     return torch.tensor(idx, dtype=torch.long, device=device)
 
 
-def _slice_linear(linear: nn.Linear, dim: int, index: torch.Tensor, optimizer) -> None:
-    _slice_param(linear, "weight", dim, index, optimizer)
-    if dim == 0 and linear.bias is not None:
-        _slice_param(linear, "bias", 0, index, optimizer)
-    linear.out_features, linear.in_features = linear.weight.shape
+def _cut(cut: HeadSlice, index: torch.Tensor, optimizer) -> None:
+    _slice_param(cut.module, "weight", cut.dim, index, optimizer)
+    if cut.with_bias and getattr(cut.module, "bias", None) is not None:
+        _slice_param(cut.module, "bias", 0, index, optimizer)
+    _sync_shape(cut.module)
+
+
+def _sync_shape(module: nn.Module) -> None:
+    """Keep the layer's size attributes true: forwards read them (Conv1D reshapes its output by ``nf``)."""
+    if isinstance(module, nn.Linear):
+        module.out_features, module.in_features = module.weight.shape
+    elif hasattr(module, "nf") and hasattr(module, "nx"):  # transformers' Conv1D: weight [in, out]
+        module.nx, module.nf = module.weight.shape
 
 
 class _Headless:
-    """Forward of a site with no heads left: zero attention output.
+    """Forward of a site with no heads left: what its family says an empty site returns (the output bias).
 
     Mixed in front of the original class so parameter names, and with them the
-    state dict, stay those of the stock module. A key/value cache still gets a
-    zero-head entry so sequence lengths in it stay right during generation.
+    state dict, stay those of the stock module. A key/value cache still gets an
+    entry (one zero head, never read) so sequence lengths in it stay right
+    during generation.
     """
 
-    heads_out_name: str | None = None
+    heads_family: Family
 
     def forward(self, hidden_states: torch.Tensor, *args, **kwargs):
         _touch_cache(self, hidden_states, kwargs)
-        empty = hidden_states.new_zeros(*hidden_states.shape[:-1], 0)
-        out = getattr(self, self.heads_out_name)(empty) if self.heads_out_name else empty
-        return out, None
+        return self.heads_family.headless_output(self, hidden_states), None
 
 
 def _touch_cache(module: nn.Module, hidden_states: torch.Tensor, kwargs: dict) -> None:
@@ -99,19 +126,21 @@ def _touch_cache(module: nn.Module, hidden_states: torch.Tensor, kwargs: dict) -
         else:
             target = cache.self_attention_cache
     head_dim = getattr(module, "head_dim", getattr(module, "attention_head_size", 1))
-    empty = source.new_zeros(source.shape[0], 0, source.shape[1], head_dim)
-    target.update(empty, empty, layer)
+    # One zero head, not zero heads: a cache layer with no elements reports sequence length 0, and models
+    # that take positions from the cache (``cache.get_seq_length()``, layer 0's) would restart them at 0.
+    placeholder = source.new_zeros(source.shape[0], 1, source.shape[1], head_dim)
+    target.update(placeholder, placeholder, layer)
 
 
 _headless_classes: dict[type, type] = {}
 
 
-def _make_headless(module: nn.Module, out_name: str | None) -> None:
+def _make_headless(module: nn.Module, family: Family) -> None:
     cls = type(module)
     if issubclass(cls, _Headless):
         return
     if cls not in _headless_classes:
-        _headless_classes[cls] = type(f"Headless{cls.__name__}", (_Headless, cls), {"heads_out_name": out_name})
+        _headless_classes[cls] = type(f"Headless{cls.__name__}", (_Headless, cls), {"heads_family": family})
     module.__class__ = _headless_classes[cls]
 
 
@@ -159,14 +188,9 @@ def _prune_site(model, family, site: Site, kept: list[int], drop: set[int], opti
             )
         if not gone:
             kv_positions.append(g)
-    proj = family.projections(model, site)
-    device = proj.q.weight.device
-    q_rows = _rows(positions, site.head_dim, device)
-    kv_rows = _rows(kv_positions, site.head_dim, device)
-    _slice_linear(proj.q, 0, q_rows, optimizer)
-    _slice_linear(proj.k, 0, kv_rows, optimizer)
-    _slice_linear(proj.v, 0, kv_rows, optimizer)
-    _slice_linear(proj.o, 1, q_rows, optimizer)
+    kept_units = {"q": (len(kept), positions), "kv": (len(kept) // group, kv_positions)}
+    for cut in family.head_slices(model, site):
+        _cut(cut, _slice_index(cut, kept_units, site.head_dim, cut.module.weight.device), optimizer)
     module = model.get_submodule(site.name)
     family.resize(module, len(positions))
     gate = getattr(module, GATE_ATTR, None)
@@ -174,7 +198,7 @@ def _prune_site(model, family, site: Site, kept: list[int], drop: set[int], opti
         kept_gate = gate.detach()[..., positions]
         setattr(module, GATE_ATTR, kept_gate if positions else None)
     if not positions:
-        _make_headless(module, family.out_name)
+        _make_headless(module, family)
     return [kept[p] for p in positions]
 
 

@@ -4,30 +4,53 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
+import torch
 from torch import nn
 
 from heads.site_patterns import SitePattern
+from heads.surgery.families.views import LinearView
 from heads.surgery.site import Site, SiteKind
+
+# What a block of head units along a weight dimension holds: query heads, or key/value heads (fewer under GQA).
+Block = Literal["q", "kv"]
 
 
 @dataclass(frozen=True)
 class Projections:
-    """The four linear maps of a site: q/k/v rows and o columns are per head."""
+    """The four maps of a site in ``nn.Linear`` layout (weight ``[out, in]``): q/k/v rows and o columns are
+    per head. Families with other layouts (GPT-2's fused Conv1D) hand out :class:`LinearView` windows, which
+    read and write the real parameters in place; scorers and strategies use these, pruning uses
+    :meth:`Family.head_slices`."""
 
-    q: nn.Linear
-    k: nn.Linear
-    v: nn.Linear
-    o: nn.Linear
+    q: nn.Linear | LinearView
+    k: nn.Linear | LinearView
+    v: nn.Linear | LinearView
+    o: nn.Linear | LinearView
 
+
+@dataclass(frozen=True)
+class HeadSlice:
+    """One layer whose weight lists heads along ``dim`` as consecutive blocks of ``units x head_dim``.
+
+    ``blocks`` names the blocks in order, so a fused projection is one slice: GPT-2's ``c_attn`` is
+    ``("q", "kv", "kv")``. ``with_bias``: the bias runs along the same axis (output side) and is cut alike.
+    """
+
+    module: nn.Module
+    dim: int
+    blocks: tuple[Block, ...]
+    with_bias: bool
 
 
 class Family:
     """Base adapter: find sites by module path, reach their projections.
 
     Subclasses set ``model_types``, ``patterns`` and the projection names, and
-    answer head counts from the config.
+    answer head counts from the config. Separate ``nn.Linear`` q/k/v/o need
+    nothing more; other layouts override :meth:`projections` and
+    :meth:`head_slices` (see ``gpt2.py`` and docs/ADDING_A_FAMILY.md).
     """
 
     name: ClassVar[str]
@@ -72,3 +95,19 @@ class Family:
             parent = site.name.rsplit(".", 1)[0]
             o = model.get_submodule(f"{parent}.{self.outer_out_path}")
         return Projections(q, k, v, o)
+
+    def head_slices(self, model: nn.Module, site: Site) -> list[HeadSlice]:
+        """Every weight that holds this site's heads, and along which dimension: what pruning cuts."""
+        p = self.projections(model, site)
+        return [
+            HeadSlice(p.q, 0, ("q",), True),
+            HeadSlice(p.k, 0, ("kv",), True),
+            HeadSlice(p.v, 0, ("kv",), True),
+            HeadSlice(p.o, 1, ("q",), False),  # o's bias is d_model wide whatever the heads
+        ]
+
+    def headless_output(self, module: nn.Module, hidden_states: torch.Tensor) -> torch.Tensor:
+        """What a site with no heads left returns: its output projection of nothing (the bias), or zero
+        width when the projection lives outside the site (it then sees an empty input itself)."""
+        empty = hidden_states.new_zeros(*hidden_states.shape[:-1], 0)
+        return getattr(module, self.out_name)(empty) if self.out_name else empty

@@ -1,4 +1,5 @@
-"""BERT-style encoders (the pretrained MiniLM included); optional cross-attention."""
+"""BERT-style encoders (the pretrained MiniLM included; RoBERTa and XLM-RoBERTa, which name their modules the
+same under ``roberta.``); optional cross-attention."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from heads.surgery.families.base import Family
 
 class BertFamily(Family):
     name = "bert"
-    model_types = ("bert",)
+    model_types = ("bert", "roberta", "xlm-roberta")
     patterns = FAMILY_PATTERNS["bert"]
     qkv_names = ("query", "key", "value")
     out_name = None
