@@ -41,6 +41,14 @@ class DataConfig:
     root: str = "resources/data"
     limit: int | None = None  # max rows per split (small presets)
     hub_path: str | None = None  # a local folder in the hub's format instead of the hub id
+    # hub: a preset (wikitext103, iwslt2017-de-en, wmt14-en-fr, mnli; null: the task's), a hub id (owner/name),
+    # a local folder laid out like a hub repository, or one parquet / JSON-lines / CSV / TSV file
+    dataset: str | None = None
+    config: str | None = None  # the dataset's configuration (glue: mrpc, sst2, mnli), a subfolder of its layout
+    columns: dict = field(default_factory=dict)  # task column -> dataset column ("translation.de"); text_b: null
+    splits: dict = field(default_factory=dict)  # our split -> the dataset's, optionally sliced: "train[:-5%]"
+    labels: list | None = None  # cls: label names in id order (default: read from the data)
+    revision: str | None = None  # hub: branch, tag or commit of the dataset repository
     seq_len: int = 64  # lm: tokens per sequence; mt/cls: max tokens per side
     batch_size: int = 16
 
@@ -220,6 +228,10 @@ def validate(config: RunConfig) -> None:
             raise ConfigError(f"model.kv_heads: {kv} does not divide model.heads={m.heads}")
     if config.data.source not in ("offline", "hub"):
         raise ConfigError(f"data.source: {config.data.source!r} is not one of ['hub', 'offline']")
+    hub_keys = ("hub_path", "dataset", "config", "columns", "splits", "labels", "revision")
+    set_keys = [f"data.{k}" for k in hub_keys if getattr(config.data, k) not in (None, {}, [])]
+    if config.data.source == "offline" and set_keys:
+        raise ConfigError(f"{', '.join(set_keys)}: apply to data.source=hub only (the offline corpora are fixed)")
     if t.schedule not in ("cosine", "linear", "inverse_sqrt", "constant"):
         raise ConfigError(
             f"train.schedule: {t.schedule!r} is not one of ['constant', 'cosine', 'inverse_sqrt', 'linear']"
@@ -257,6 +269,15 @@ def check_ranges(config: RunConfig) -> None:
     if m.source != "minilm":  # the task's own BPE tokenizer is trained at model.vocab (a pretrained one brings its own)
         need(m.vocab >= MIN_VOCAB, "model.vocab", m.vocab, f">= {MIN_VOCAB} (256 bytes + 4 special tokens + a merge)")
     need(d.limit is None or d.limit >= 1, "data.limit", d.limit, ">= 1 rows per split, or null for all")
+    for ours, theirs in d.splits.items():
+        need(ours in SPLITS, f"data.splits.{ours}", theirs, f"under one of {list(SPLITS)}")
+        need(isinstance(theirs, str) and re.fullmatch(r"[^\[\]\s]+(\[-?\d*%?:-?\d*%?\])?", theirs) is not None,
+             f"data.splits.{ours}", theirs, "a split name, optionally sliced: train, train[:90%], train[-500:]")
+    for ours, theirs in d.columns.items():
+        need(isinstance(theirs, str) or (theirs is None and ours == "text_b"), f"data.columns.{ours}", theirs,
+             "a dataset column name (a dict's key: translation.de); null only for text_b (one text per row)")
+    need(d.labels is None or (len(d.labels) >= 2 and len(set(map(str, d.labels))) == len(d.labels)), "data.labels",
+         d.labels, "null (read from the data) or two or more distinct label names, in id order")
     need(math.isfinite(t.lr) and t.lr > 0, "train.lr", t.lr, "a finite number > 0")
     need(all(math.isfinite(b) and 0 <= b < 1 for b in t.betas), "train.betas", list(t.betas), "two numbers in [0, 1)")
     for name in ("eps", "weight_decay", "clip"):

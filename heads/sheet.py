@@ -113,16 +113,18 @@ def replications(root: str | Path) -> list[str]:
 
 def dag_for(root: str | Path, preset: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The DAG's shape at ``preset``: the preset's ``seeds`` and each replication's settings (its folder's
-    ``settings.yaml`` at that preset), with ``overrides`` (``seeds``, ``custom``, or a replication's name
-    mapping to keys that replace its own) on top."""
+    ``settings.yaml`` at that preset), with ``overrides`` (``seeds``, ``custom``, ``tasks``, or a replication's
+    name mapping to keys that replace its own) on top. ``tasks`` maps a task to run-config sections (a user's
+    model and data) laid under every run of that task."""
     import yaml
 
     from heads.presets import preset as load_preset
 
     overrides = dict(overrides or {})
     dag: dict[str, Any] = {"seeds": overrides.pop("seeds", load_preset(preset)["seeds"])}
-    if "custom" in overrides:
-        dag["custom"] = overrides.pop("custom")
+    for key in ("custom", "tasks"):
+        if key in overrides:
+            dag[key] = overrides.pop(key)
     for name in replications(root):
         path = Path(root) / name / "settings.yaml"
         doc = yaml.safe_load(path.read_text()) if path.is_file() else {}
@@ -163,8 +165,28 @@ def build(root: str | Path, dag: Mapping[str, Any], names: Iterable[str] | None 
         declared[name] = list(load_replication(root / name).runs(dag[name], list(dag["seeds"])))
     for name, entries in (extra or {}).items():
         declared.setdefault(name, []).extend(entries)
-    runs = check([e for entries in declared.values() for e in entries])
+    runs = check([_with_task_config(e, (dag.get("tasks") or {}).get(e.task)) for entries in declared.values()
+                  for e in entries])
     return Sheet(runs, {name: sorted({e.label for e in entries}) for name, entries in declared.items()})
+
+
+def _with_task_config(e: RunSpec, base: Mapping[str, Any] | None) -> RunSpec:
+    """``e`` with the user's config of its task under its own (an entry's own keys, such as a variant's head
+    count, win). Only commands that build their config from the preset take it: training runs, and analyses of
+    a bare model folder (``--task``); an analysis of a run reads that run's config.json."""
+    if not base or not (e.command == "train" or e.options.get("task")):
+        return e
+    return replace(e, config=_under(base, e.config))
+
+
+def _under(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict:
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(out.get(key), Mapping) and isinstance(value, Mapping):
+            out[key] = _under(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 def check(entries: Iterable[RunSpec]) -> dict[str, RunSpec]:
@@ -225,6 +247,11 @@ def baseline(replication: str, task: str, seed: int, config: dict | None = None)
 def _value(value: Any) -> str:
     """A typed value as the command line's ``key=value`` reads it back (JSON is valid YAML: types survive)."""
     return value if isinstance(value, str) else json.dumps(value)
+
+
+def task_overrides(sections: Mapping[str, Any]) -> list[str]:
+    """A task's config sections (``{model: {source: ...}, data: {...}}``) as ``KEY=VALUE`` overrides."""
+    return [f"{k}={_value(v)}" for k, v in _flatten(sections)]
 
 
 def _flatten(tree: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:

@@ -111,7 +111,7 @@ def test_a_local_dataset_edited_in_place_is_refused_naming_the_file(tmp_path, ca
     "content,fragment",
     [
         ('{"text": "fine"}\n{"text": \n', "validation.jsonl, line 2 (not JSON"),
-        ("", "validation.jsonl (empty: its split would have no rows); fix or remove that file"),
+        ("", "validation.jsonl holds no rows, so the 'validation' split is empty; fix or remove that file"),
     ],
 )
 def test_a_malformed_or_empty_local_split_is_named(tmp_path, capsys, content, fragment):

@@ -108,3 +108,23 @@ def test_the_jobs_threads_and_gpus_reach_the_command_line():
     speed = next(e for e in sheet.runs.values() if e.command == "speed")
     line = argv(speed, 4, 1)
     assert line[line.index("--threads") + 1] == "4" and not any(a.startswith("train.threads") for a in line)
+
+
+def test_a_users_task_config_lies_under_every_run_of_that_task_and_its_own_keys_win():
+    """dag.<preset>.tasks: your model and data reach every training run of the task (and snapshot analyses
+    that take --task), a variant's own keys (fewer heads) stay its own, and other tasks are untouched."""
+    user = {"model": {"source": "my/bert", "heads": 99}, "data": {"columns": {"text_a": "sentence1"}}}
+    dag = dag_for(ROOT / "replications", "smoke", {"tasks": {"lm": user}})
+    sheet = build(ROOT / "replications", dag)
+    lm_train = [e for e in sheet.runs.values() if e.task == "lm" and e.command == "train"]
+    assert lm_train and all(e.config["model"]["source"] == "my/bert" for e in lm_train)
+    assert all(e.config["data"]["columns"] == {"text_a": "sentence1"} for e in lm_train)
+    plain = build(ROOT / "replications", dag_for(ROOT / "replications", "smoke"))
+    for e in lm_train:  # a variant that sets model.heads keeps its own value
+        own = plain[e.label].config.get("model", {}).get("heads")
+        assert e.config["model"]["heads"] == (own if own is not None else 99)
+    assert all(e == plain[e.label] for e in sheet.runs.values() if e.task != "lm")
+    analyses = [e for e in sheet.runs.values() if e.task == "lm" and e.command != "train" and not e.options.get("task")]
+    assert all(e == plain[e.label] for e in analyses)  # they read their run's config.json
+    line = command_line(lm_train[0], "runs", "smoke", "data", 1)
+    assert "model.source=my/bert" in line and "data.columns.text_a=sentence1" in line

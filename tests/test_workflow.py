@@ -287,3 +287,30 @@ def test_paths_with_spaces_reach_every_command_whole():
         assert all(not a.startswith(("data/", "out/")) for a in argv), argv  # no path split at its space
     trains = [a for a in commands if a[1] == "train"]
     assert all("data.root=my data" in a for a in trains), trains[0]
+
+
+@needs_snakemake
+def test_your_own_model_and_data_reach_every_run_of_the_task_and_its_data_preparation(tmp_path):
+    """One config file names a task's model and dataset (dag.<preset>.tasks): the data preparation and every
+    training run of that task carry them; a bad key stops the workflow before any job."""
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(
+        "dag:\n  smoke:\n    tasks:\n      cls:\n"
+        "        model: {source: /models/my-bert}\n"
+        "        data: {source: hub, dataset: /data/mrpc, columns: {text_a: sentence1, text_b: sentence2}}\n"
+    )
+    jobs = planned(snakemake("-n", "-p", "--forceall", "--cores", "2", "--config", "preset=smoke",
+                             "--configfile", str(mine)))
+    prepare = [j for j in jobs if j["rule"] == "prepare_data" and "--task cls" in j["shell"]]
+    assert prepare and "model.source=/models/my-bert" in prepare[0]["shell"]
+    assert "data.columns.text_a=sentence1" in prepare[0]["shell"]
+    cls_train = [j for j in jobs if j["rule"] == "train" and "heads train --task cls" in j["shell"]]
+    other = [j for j in jobs if j["rule"] == "train" and "heads train --task cls" not in j["shell"]]
+    assert cls_train and all("model.source=/models/my-bert" in j["shell"] for j in cls_train)
+    assert all("data.dataset=/data/mrpc" in j["shell"] for j in cls_train)
+    assert other and not any("my-bert" in j["shell"] for j in other)
+
+    mine.write_text("dag:\n  smoke:\n    tasks:\n      cls:\n        data: {colums: {text_a: s}}\n")
+    run = snakemake("-n", "--config", "preset=smoke", "--configfile", str(mine))
+    out = run.stdout + run.stderr
+    assert run.returncode != 0 and "dag.smoke.tasks.cls" in out and "colums" in out, out[-2000:]

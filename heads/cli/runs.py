@@ -19,27 +19,68 @@ from heads.cli.common import (
 from heads.env import with_environment
 
 
+def _pairs(items: list[str] | None, option: str) -> dict[str, str | None]:
+    """``["src=translation.de"]`` -> {"src": "translation.de"}; an empty value or ``null`` is None."""
+    out: dict[str, str | None] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise fail(f"data prepare: {option} {item!r} is not KEY=VALUE")
+        out[key.strip()] = None if value.strip() in ("", "null") else value.strip()
+    return out
+
+
+def _data_overrides(args: argparse.Namespace) -> list[str]:
+    """The hub options as ``data.*`` overrides (for --preset, resolved like a run's)."""
+    out = [f"data.{k}={v}" for k in ("dataset", "config", "revision") if (v := getattr(args, k)) is not None]
+    out += [f"data.columns.{k}={'null' if v is None else v}" for k, v in _pairs(args.column, "--column").items()]
+    out += [f"data.splits.{k}={v}" for k, v in _pairs(args.split, "--split").items()]
+    if args.labels:
+        out.append(f"data.labels=[{', '.join(args.labels)}]")
+    return out
+
+
 def cmd_data_prepare(args: argparse.Namespace) -> int:
     """Prepare data (and, with --preset, the preset's tokenizer too, so parallel jobs never race to train it)."""
-    from heads.data.prepare import prepare
+    from heads.data.prepare import prepare, prepare_for
 
     if args.limit is not None and args.limit < 1:
         raise fail(f"data prepare: --limit must be >= 1 rows per split, got {args.limit}")
+    hub_options = _data_overrides(args)
+    if args.overrides and not args.preset:
+        raise fail("data prepare: KEY=VALUE overrides apply with --preset (they change a preset's run config)")
+    if hub_options and len(args.task) != 1:
+        raise fail("data prepare: --dataset, --config, --column, --split, --labels and --revision describe one "
+                   f"task's data; pass one --task (got {args.task})")
     for task in args.task:
         if args.preset:
             from heads.config import ConfigError
             from heads.resolve import resolve
             from heads.tasks import get_task
 
+            source = [f"data.source={args.source}"] if args.source != "offline" else []  # else: the preset's
             try:
-                cfg = resolve(task, args.preset, None, [f"data.root={args.root}"])
+                cfg = resolve(task, args.preset, None,
+                              [f"data.root={args.root}", *source, *hub_options, *(args.overrides or [])])
             except ConfigError as exc:
                 raise fail(f"bad configuration: {exc}") from None
             task_obj = get_task(task)
-            path = task_obj.data_path(cfg)
+            path = prepare_for(task, cfg.data)
             task_obj.tokenizer(cfg)
         else:
-            path = prepare(task, source=args.source, root=args.root, limit=args.limit, hub_path=args.hub_path)
+            path = prepare(
+                task,
+                source=args.source,
+                root=args.root,
+                limit=args.limit,
+                hub_path=args.hub_path,
+                dataset=args.dataset,
+                config=args.config,
+                columns=_pairs(args.column, "--column"),
+                splits=_pairs(args.split, "--split"),
+                labels=args.labels,
+                revision=args.revision,
+            )
         print(f"{task}: {path}")
     return 0
 
@@ -89,7 +130,17 @@ def register(sub) -> None:
     q.add_argument("--root", type=Path, default=Path("resources/data"))
     q.add_argument("--limit", type=int, help="at most this many rows per split")
     q.add_argument("--hub-path", help="a local folder in the hub's format instead of the hub id")
+    q.add_argument("--dataset", help="hub: a preset, a hub id, a local folder in hub layout, or one data file")
+    q.add_argument("--config", help="hub: the dataset's configuration (glue: mrpc, sst2, mnli)")
+    q.add_argument("--column", action="append", metavar="OURS=THEIRS",
+                   help="task column <- dataset column (src=translation.de; text_b= for one text); repeatable")
+    q.add_argument("--split", action="append", metavar="OURS=THEIRS",
+                   help="our split <- the dataset's, optionally sliced (test=validation, validation=train[-5%%:])")
+    q.add_argument("--labels", nargs="+", help="cls: label names in id order (default: read from the data)")
+    q.add_argument("--revision", help="hub: branch, tag or commit of the dataset repository")
     q.add_argument("--preset", help="prepare what this preset's runs use (data source, limit, tokenizer)")
+    q.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                   help="with --preset: run-config overrides (a user's model.source, data.*), as a run would take them")
     q.set_defaults(func=cmd_data_prepare)
 
     p = sub.add_parser("train", help="train one run (resumes from its checkpoint; a finished run is not redone)")

@@ -1,26 +1,43 @@
-"""Paper-scale corpora from the Hugging Face Hub, normalised to the columns of the offline corpora.
+"""Hub datasets, local folders and single files, normalised to a task's columns by configuration alone.
 
-Every dataset is read with one ``datasets.load_dataset`` call whose ``data_files`` name the hub repository's
-own file layout. A local folder laid out like the repository (parquet files, or JSON lines under the same
-names) therefore goes through the very same call; a local folder without that layout falls back to the
-split names ``datasets`` infers from its file names (``train.jsonl``, ``validation.jsonl``, ``test.jsonl``).
+A :class:`Source` says where the data is (a hub id, a local folder laid out like a hub repository, or one
+parquet / JSON-lines / CSV file), its configuration (a subfolder of that layout, or the hub dataset's own
+configuration), which dataset column feeds each task column (``translation.de``: a key inside a dict column)
+and which dataset split, optionally sliced (``train[:5%]``), feeds each of ours. The four paper-scale datasets
+of ``HUB`` are presets of these keys; a preset's keys can be overridden one by one.
+
+Classification labels are read from the data (ClassLabel names, or the sorted distinct values of the label
+column, or ``data.labels``) and stored as a ClassLabel; unlabelled rows (missing, ``-1``) are dropped and counted.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
+import math
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
-from datasets import ClassLabel, Dataset, DatasetDict, Features, Value, load_dataset
+from datasets import ClassLabel, Dataset, DatasetDict, Features, Translation, Value, load_dataset
 from datasets.exceptions import DatasetNotFoundError
 
-from heads.data.corpora import SPLITS
+from heads.data.corpora import COLUMNS, SPLITS
 from heads.io import InputError
+
+log = logging.getLogger(__name__)
 
 MNLI_LABELS = ("entailment", "neutral", "contradiction")
 OFFLINE_HINT = "use the offline corpus: data.source=offline"
+LABEL = "label"
+OPTIONAL = ("text_b",)  # task columns that may be mapped to null (single-sentence classification: text_b = "")
+# Data file suffix -> the datasets builder that reads it (and the builder's extra arguments).
+BUILDERS = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv", ".tsv": "csv", ".txt": "text"}
+TEXT_SUFFIXES = (".json", ".jsonl", ".txt", ".csv", ".tsv")
 
 
 class DataError(InputError):
@@ -32,97 +49,97 @@ class HubUnavailableError(InputError, RuntimeError):
 
 
 @dataclass(frozen=True)
-class HubDataset:
-    """One hub dataset: where its files are and how its rows become a task's columns."""
+class Source:
+    """Where a dataset is and how its rows become a task's columns (a preset, or what ``data.*`` says)."""
 
-    name: str
     task: str
-    path: str
+    path: str  # hub id, local folder (hub layout) or local file
     description: str
-    data_files: dict[str, list[str]]  # our split -> glob patterns, relative to the repository root
-    normalise: Callable[[dict], dict]  # a batch of raw rows -> a batch in the task's columns
+    config: str | None = None  # the subfolder of the layout / the hub dataset's configuration
+    columns: Mapping[str, str | None] = field(default_factory=dict)  # task column -> dataset column (or None)
+    splits: Mapping[str, str] = field(default_factory=dict)  # our split -> dataset split, optionally sliced
+    labels: tuple[str, ...] | None = None  # label names in id order; None: read from the data
     revision: str | None = None
-    keep: Callable[[dict], bool] = field(default=lambda row: True)  # drops rows after normalising
+    name: str | None = None  # the preset's name
+    # A hub id read through file patterns of the repository's layout (not its loading script or README configs).
+    hub_layout: bool = False
+
+    @property
+    def path_local(self) -> bool:
+        return _is_local(self.path)
 
 
-def _wikitext(batch: dict) -> dict:
-    # Raw WikiText lines carry a leading space and a trailing newline; blank lines separate paragraphs.
-    return {"text": [line.strip() for line in batch["text"]]}
+def _identity() -> dict[str, str]:
+    return {split: split for split in SPLITS}
 
 
-def _translation(src: str, tgt: str) -> Callable[[dict], dict]:
-    def normalise(batch: dict) -> dict:
-        pairs = batch["translation"]
-        return {"src": [p[src].strip() for p in pairs], "tgt": [p[tgt].strip() for p in pairs]}
-
-    return normalise
-
-
-def _mnli(batch: dict) -> dict:
-    return {"text_a": batch["premise"], "text_b": batch["hypothesis"], "label": batch["label"]}
-
-
-def _layout(prefix: str, **splits: str) -> dict[str, list[str]]:
-    return {ours: [f"{prefix}/{theirs}-*"] for ours, theirs in splits.items()}
-
-
-HUB: dict[str, HubDataset] = {
-    "wikitext103": HubDataset(
+HUB: dict[str, Source] = {
+    "wikitext103": Source(
         name="wikitext103",
         task="lm",
         path="Salesforce/wikitext",
         description="WikiText-103 (raw), one row per non-empty line",
-        data_files=_layout("wikitext-103-raw-v1", train="train", validation="validation", test="test"),
-        normalise=_wikitext,
-        keep=lambda row: bool(row["text"]),
+        config="wikitext-103-raw-v1",
+        columns={"text": "text"},
+        hub_layout=True,
     ),
-    "iwslt2017-de-en": HubDataset(
+    "iwslt2017-de-en": Source(
         name="iwslt2017-de-en",
         task="mt",
         path="IWSLT/iwslt2017",
         description="IWSLT 2017 German -> English (TED talks)",
+        config="iwslt2017-de-en",
+        columns={"src": "translation.de", "tgt": "translation.en"},
         # The main branch holds a loading script, which datasets>=4 refuses; the hub's own parquet export
         # lives on refs/convert/parquet, as <config>/<split>/NNNN.parquet (older: <config>/<name>-<split>.parquet).
         revision="refs/convert/parquet",
-        data_files={split: [f"iwslt2017-de-en/{split}/*", f"iwslt2017-de-en/*-{split}.*"] for split in SPLITS},
-        normalise=_translation("de", "en"),
-        keep=lambda row: bool(row["src"] and row["tgt"]),
+        hub_layout=True,
     ),
-    "wmt14-en-fr": HubDataset(
+    "wmt14-en-fr": Source(
         name="wmt14-en-fr",
         task="mt",
         path="wmt/wmt14",
         description="WMT 2014 English -> French (newstest2013 validation, newstest2014 test)",
-        data_files=_layout("fr-en", train="train", validation="validation", test="test"),
-        normalise=_translation("en", "fr"),
-        keep=lambda row: bool(row["src"] and row["tgt"]),
+        config="fr-en",
+        columns={"src": "translation.en", "tgt": "translation.fr"},
+        hub_layout=True,
     ),
-    "mnli": HubDataset(
+    "mnli": Source(
         name="mnli",
         task="cls",
         path="nyu-mll/glue",
         # The test splits carry no labels (-1). The matched dev set is the number papers report, so it is the
         # test split here; the mismatched dev set (disjoint, labelled) serves for validation.
         description="GLUE MNLI: test = validation_matched, validation = validation_mismatched",
-        data_files=_layout("mnli", train="train", validation="validation_mismatched", test="validation_matched"),
-        normalise=_mnli,
-        keep=lambda row: row["label"] in (0, 1, 2),
+        config="mnli",
+        columns={"text_a": "premise", "text_b": "hypothesis", "label": "label"},
+        splits={"train": "train", "validation": "validation_mismatched", "test": "validation_matched"},
+        labels=MNLI_LABELS,
+        hub_layout=True,
     ),
 }
+HubDataset = Source  # the name of a preset's type before datasets became configurable
 DEFAULT = {"lm": "wikitext103", "mt": "iwslt2017-de-en", "cls": "mnli"}
-_FEATURES = {
-    "lm": Features({"text": Value("string")}),
-    "mt": Features({"src": Value("string"), "tgt": Value("string")}),
-    "cls": Features(
-        {"text_a": Value("string"), "text_b": Value("string"), "label": ClassLabel(names=list(MNLI_LABELS))}
-    ),
-}
 # What a missing network looks like by the time it leaves datasets/huggingface_hub.
 _UNREACHABLE = (ConnectionError, TimeoutError, DatasetNotFoundError, OSError)
+_SPLIT = re.compile(r"^\s*([^\[\]\s]+)\s*(?:\[\s*(-?\d+%?)?\s*:\s*(-?\d+%?)?\s*\])?\s*$")
 
 
-def dataset_for(task: str, dataset: str | None = None) -> HubDataset:
-    """The hub dataset ``dataset`` (default: the task's paper-scale default), checked against ``task``."""
+def task_columns(task: str, columns: Mapping[str, str | None] | None = None) -> tuple[str, ...]:
+    """The columns of ``task``'s prepared data; a plugin task's are the keys of its ``data.columns``."""
+    if task in COLUMNS:
+        return COLUMNS[task]
+    if columns:
+        return tuple(columns)
+    raise DataError(f"task {task!r} has no known columns: set data.columns (task column -> dataset column)")
+
+
+def is_preset(dataset: str | None) -> bool:
+    return dataset in HUB
+
+
+def dataset_for(task: str, dataset: str | None = None) -> Source:
+    """The preset ``dataset`` (default: the task's paper-scale default), checked against ``task``."""
     name = dataset or DEFAULT.get(task)
     if name not in HUB:
         raise DataError(f"unknown hub dataset {name!r} for task {task!r}; known: {sorted(HUB)}")
@@ -132,69 +149,400 @@ def dataset_for(task: str, dataset: str | None = None) -> HubDataset:
     return spec
 
 
-def _local_layout(folder: Path, spec: HubDataset) -> dict[str, list[str]] | None:
-    """The spec's patterns that match files in ``folder``; None when the folder is not in the hub's layout."""
-    found = {
-        split: [p for p in patterns if any(f.is_file() for f in folder.glob(p))]
-        for split, patterns in spec.data_files.items()
-    }
-    found = {split: patterns for split, patterns in found.items() if patterns}
-    return found or None
+def source_for(
+    task: str,
+    dataset: str | None = None,
+    path: str | os.PathLike | None = None,
+    config: str | None = None,
+    columns: Mapping[str, str | None] | None = None,
+    splits: Mapping[str, str] | None = None,
+    labels: list[str] | tuple[str, ...] | None = None,
+    revision: str | None = None,
+) -> Source:
+    """The Source for the ``data.*`` keys: a preset (``dataset`` a preset name, or none) with the keys given
+    overriding its own one by one, or ``dataset`` as a hub id, local folder or file; ``path`` relocates either."""
+    if dataset is None or is_preset(dataset):
+        base = dataset_for(task, dataset)
+    elif "/" not in str(dataset) and not _is_local(dataset):  # a typo of a preset, most likely
+        raise DataError(
+            f"unknown hub dataset {dataset!r} for task {task!r}; known: {sorted(HUB)}, or a hub id (owner/name), "
+            "or an existing local folder or file"
+        )
+    else:
+        base = Source(task=task, path=str(dataset), description=str(dataset), hub_layout=False)
+    where = str(path) if path is not None else base.path
+    merged_columns = {c: c for c in task_columns(task, columns)} if base.name is None else {}
+    merged_columns.update(base.columns)
+    merged_columns.update(columns or {})
+    config = config if config is not None else base.config
+    preset_splits = dict(base.splits)
+    if base.name and _is_local(where) and config and not (Path(where).expanduser() / config).is_dir():
+        preset_splits = {}  # a local folder without the preset's layout: its files carry our split names
+    merged_splits = {**_identity(), **preset_splits, **(splits or {})}
+    spec = replace(
+        base,
+        path=where,
+        config=config,
+        columns=merged_columns,
+        splits=merged_splits,
+        labels=tuple(map(str, labels)) if labels is not None else base.labels,
+        revision=revision if revision is not None else base.revision,
+    )
+    _check_spec(spec)
+    return spec
 
 
-def _is_local(path: str) -> bool:
+def _check_spec(spec: Source) -> None:
+    expected = task_columns(spec.task, spec.columns)
+    unknown = sorted(set(spec.columns) - set(expected))
+    if unknown:
+        raise DataError(f"data.columns: {unknown} are not columns of task {spec.task!r}; its columns: {list(expected)}")
+    for column in expected:
+        if spec.columns.get(column) is None and column not in OPTIONAL:
+            raise DataError(f"data.columns.{column}: task {spec.task!r} needs a dataset column for {column!r}")
+    unknown = sorted(set(spec.splits) - set(SPLITS))
+    if unknown:
+        raise DataError(f"data.splits: {unknown} are not splits; ours are {list(SPLITS)}")
+    for ours, theirs in spec.splits.items():
+        parse_split(theirs, f"data.splits.{ours}")
+    if spec.labels is not None and (len(set(spec.labels)) != len(spec.labels) or len(spec.labels) < 2):
+        raise DataError(f"data.labels: {list(spec.labels)} must be two or more distinct label names")
+
+
+def parse_split(text: str, key: str = "data.splits") -> tuple[str, str | None, str | None]:
+    """``"train[:5%]"`` -> ("train", None, "5%"): a dataset split and an optional python-style slice of its rows
+    (row counts or percentages, negative from the end)."""
+    match = _SPLIT.match(str(text))
+    if not match:
+        raise DataError(f"{key}: {text!r} is not a split name or a sliced one like 'train[:90%]' or 'train[-500:]'")
+    return match.group(1), match.group(2), match.group(3)
+
+
+def _rows_of(text: str, n: int) -> range:
+    """The rows of a split of ``n`` rows that ``text`` (``name[a:b]``) selects; percentages round down."""
+    _, start, stop = parse_split(text)
+
+    def bound(b: str | None) -> int | None:
+        if b is None or not b.endswith("%"):
+            return None if b is None else int(b)
+        rows = abs(int(b[:-1])) * n // 100
+        return -rows if b.startswith("-") else rows
+
+    return range(n)[slice(bound(start), bound(stop))]
+
+
+def _is_local(path: str | os.PathLike) -> bool:
+    path = str(path)
     return os.path.isabs(path) or path.startswith((".", "~")) or os.path.exists(path) or path.count("/") > 1
 
 
-def load_raw(spec: HubDataset, path: str | os.PathLike | None = None, cache_dir: str | None = None) -> DatasetDict:
-    """The dataset as stored (hub or local folder), one ``load_dataset`` call."""
-    where = str(path or spec.path)
-    kwargs: dict = {"cache_dir": cache_dir}
-    if _is_local(where):
-        folder = Path(where).expanduser()
-        if not folder.is_dir():
-            raise FileNotFoundError(f"no folder {folder} for {spec.description}; {OFFLINE_HINT}")
-        where = str(folder)
-        layout = _local_layout(folder, spec)
-        if layout is not None:
-            kwargs["data_files"] = layout
+def request_tag(spec: Source) -> str:
+    """A short, stable digest of what decides the prepared rows (for the prepared folder's name)."""
+    what = {
+        "path": spec.path if spec.name is None else spec.name,
+        "config": spec.config,
+        "columns": dict(spec.columns),
+        "splits": dict(spec.splits),
+        "labels": list(spec.labels) if spec.labels else None,
+        "revision": spec.revision,
+    }
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:8]
+
+
+# -- reading ------------------------------------------------------------------------------------------------------
+def _split_patterns(split: str) -> list[str]:
+    """File patterns of one split in a hub repository's layouts (relative to its configuration's folder)."""
+    return [f"{split}-*", f"{split}/*", f"*-{split}.*", f"{split}.*", f"data/{split}-*"]
+
+
+def _split_hint(ours: str) -> str:
+    if ours == "train":
+        return "Set data.splits.train to one of them"
+    return (f"Set data.splits.{ours} to one of them, or hold out a slice of another: "
+            f"data.splits.{ours}=train[-5%:] with data.splits.train=train[:-5%]")
+
+
+def _data_file(f: Path) -> bool:
+    return f.is_file() and f.suffix in BUILDERS and not f.name.startswith(".")
+
+
+def _split_names(base: Path) -> list[str]:
+    """The split names a folder's files suggest (for error messages)."""
+    names = set()
+    for f in base.rglob("*"):
+        if _data_file(f):
+            rel = f.relative_to(base)
+            stem = rel.parts[0] if len(rel.parts) > 1 and rel.parts[0] != "data" else f.stem
+            stem = re.sub(r"-\d+-of-\d+$", "", stem)
+            names.add(stem.rsplit("-", 1)[-1] if "-" in stem else stem)
+    return sorted(names)
+
+
+def _local_files(spec: Source, needed: dict[str, list[str]]) -> dict[str, list[Path]]:
+    """Their split -> its files in a local folder or file; a clear error for a split without files."""
+    where = Path(spec.path).expanduser()
+    if where.is_file():
+        if where.suffix not in BUILDERS:
+            raise DataError(f"{where}: not a data file; use parquet, JSON lines (.jsonl), CSV or TSV")
+        missing = {theirs: ours for theirs, ours in needed.items() if theirs != "train"}
+        if missing:
+            theirs, ours = next(iter(missing.items()))
+            raise DataError(
+                f"{where} is a single file: its one split is 'train', so there is no split {theirs!r} for "
+                f"data.splits.{ours[0]}; slice it instead, e.g. data.splits.{ours[0]}=train[90%:] "
+                "(and data.splits.train=train[:80%])"
+            )
+        return {"train": [where]}
+    if not where.is_dir():
+        raise FileNotFoundError(f"no folder or file {where} for {spec.description}; {OFFLINE_HINT}")
+    base = where
+    if spec.config and (where / spec.config).is_dir():
+        base = where / spec.config  # the configuration's folder of the hub layout; otherwise the folder itself
+    out = {}
+    for theirs, ours in needed.items():
+        files = sorted({f for p in _split_patterns(theirs) for f in base.glob(p) if _data_file(f)})
+        if not files:
+            subfolders = sorted(d.name for d in where.iterdir() if d.is_dir() and not d.name.startswith("."))
+            hint = f"; its subfolders (data.config): {subfolders}" if subfolders and base == where else ""
+            raise DataError(
+                f"{spec.description}: no files of split {theirs!r} (wanted for data.splits.{ours[0]}) in {base}; "
+                f"splits found there: {_split_names(base)}{hint}. {_split_hint(ours[0])}"
+            )
+        out[theirs] = files
+    return out
+
+
+def _builder(files: dict[str, list[Path]]) -> tuple[str, dict]:
+    """The one datasets builder for all the files (and its arguments); mixed formats are refused."""
+    kinds = {BUILDERS[f.suffix] for fs in files.values() for f in fs}
+    if len(kinds) > 1:
+        shown = sorted({f.name for fs in files.values() for f in fs})[:6]
+        raise DataError(f"data files of several formats ({sorted(kinds)}: {shown}); keep one format per dataset")
+    kind = kinds.pop()
+    tsv = any(f.suffix == ".tsv" for fs in files.values() for f in fs)
+    return kind, ({"delimiter": "\t"} if tsv else {})
+
+
+def load_raw(spec: Source, path: str | os.PathLike | None = None, cache_dir: str | None = None) -> DatasetDict:
+    """The dataset's splits named by ``spec.splits`` as stored (hub, local folder or file), one load call."""
+    if path is not None:
+        spec = replace(spec, path=str(path))
+    needed: dict[str, list[str]] = {}
+    for ours in SPLITS:
+        needed.setdefault(parse_split(spec.splits.get(ours, ours))[0], []).append(ours)
+    if spec.path_local:
+        files = _local_files(spec, needed)
+        kind, extra = _builder(files)
+        where = Path(spec.path).expanduser()
         try:
-            return load_dataset(where, **kwargs)
+            return load_dataset(
+                kind, data_files={k: [str(f) for f in v] for k, v in files.items()}, cache_dir=cache_dir, **extra
+            )
         except (UnicodeDecodeError, InputError):
             raise
         except Exception as e:  # datasets wraps a parse error in several layers; the innermost says what
             cause = e
             while cause.__cause__ is not None or cause.__context__ is not None:
                 cause = cause.__cause__ or cause.__context__
-            where = _first_bad_json(folder) or _first_empty(folder) or f"{folder} ({type(cause).__name__}: {cause})"
-            raise DataError(f"{spec.description}: cannot read {where}; fix or remove that file") from e
-    kwargs.update(data_files=spec.data_files, revision=spec.revision)
+            if isinstance(cause, UnicodeDecodeError):
+                raise cause from e
+            bad = _first_non_utf8(where)  # the CSV reader reports bad bytes as an Arrow error without the file
+            if bad:
+                raise DataError(f"{spec.description}: {bad} holds bytes that are not UTF-8; re-encode it as UTF-8 "
+                                "(e.g. iconv -f latin1 -t utf-8)") from e
+            empty = re.search(r'Instruction "(.+?)" corresponds to no data', str(cause))
+            if empty and empty.group(1) in files:  # a file with a header (CSV) but no rows
+                shown = ", ".join(str(f) for f in files[empty.group(1)])
+                ours = needed[empty.group(1)][0]
+                raise DataError(
+                    f"{spec.description}: {shown} holds no rows, so the {ours!r} split is empty; "
+                    "fix or remove that file"
+                ) from e
+            what = _first_bad_json(where) or _first_empty(where) or f"{where} ({type(cause).__name__}: {cause})"
+            raise DataError(f"{spec.description}: cannot read {what}; fix or remove that file") from e
     try:
-        return load_dataset(where, **kwargs)
+        if spec.hub_layout:
+            prefix = f"{spec.config}/" if spec.config else ""
+            data_files = {t: [prefix + p for p in _split_patterns(t)] for t in needed}
+            return load_dataset(spec.path, data_files=data_files, revision=spec.revision, cache_dir=cache_dir)
+        return load_dataset(spec.path, spec.config, revision=spec.revision, cache_dir=cache_dir)
     except _UNREACHABLE as e:
         raise HubUnavailableError(
-            f"cannot load {spec.description} ({where!r}) from the Hugging Face Hub: {type(e).__name__}: {e}. "
-            f"Without network, {OFFLINE_HINT} (or pass a local folder laid out like the hub repository)."
+            f"cannot load {spec.description} ({spec.path!r}) from the Hugging Face Hub: {type(e).__name__}: {e}. "
+            f"Without network, {OFFLINE_HINT} (or pass a local folder laid out like the hub repository: "
+            "data.dataset=<folder>)."
         ) from e
 
 
-def normalise(raw: DatasetDict, spec: HubDataset, limit: int | None = None) -> DatasetDict:
-    """The task's columns for each of train/validation/test; ``limit`` keeps the first rows of each split."""
-    missing = [split for split in SPLITS if split not in raw]
-    if missing:
-        raise DataError(f"{spec.description}: split(s) {missing} missing; found {sorted(raw)}")
-    out = {}
-    for split in SPLITS:
-        data: Dataset = raw[split]
+# -- normalising --------------------------------------------------------------------------------------------------
+def _has_column(features: Features, column: str) -> bool:
+    if column in features:
+        return True
+    head, *keys = column.split(".")
+    node: Any = features.get(head)
+    for key in keys:
+        if isinstance(node, dict) and key in node:
+            node = node[key]
+        elif isinstance(node, Translation) and key in node.languages:
+            node = Value("string")
+        else:
+            return False
+    return node is not None
+
+
+def _values(batch: Mapping[str, list], column: str) -> list:
+    """A batch's values of a dataset column, or of a key inside a dict column (``translation.de``)."""
+    if column in batch:
+        return list(batch[column])
+    head, *keys = column.split(".")
+    values = list(batch[head])
+    for key in keys:
+        values = [v.get(key) if isinstance(v, dict) else None for v in values]
+    return values
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value).strip()
+
+
+def _label_value(value: Any) -> int | str | None:
+    """A label as int or str; None when the row has none (missing, NaN, -1, blank); ValueError if unreadable."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, float):  # CSV int columns with empty cells come back as floats
+        if math.isnan(value):
+            return None
+        if not value.is_integer():
+            raise ValueError(f"{value!r} is not a class (regression targets are not supported)")
+        value = int(value)
+    if isinstance(value, int):  # bool too
+        return None if value == -1 else int(value)
+    raise ValueError(f"{value!r} ({type(value).__name__}) is neither a class name nor a class number")
+
+
+def _label_set(spec: Source, raw: dict[str, Dataset], where: str) -> tuple[list[str], dict]:
+    """Label names in id order and the mapping of label values to ids, from ``data.labels``, the train split's
+    ClassLabel, or the sorted distinct values of every split's label column."""
+    column = spec.columns[LABEL]
+    feature = raw["train"].features.get(column)
+    values: set = set()
+    for ours, data in raw.items():
+        for v in set(_values(data.select_columns([column.split(".")[0]]).to_dict(), column)):
+            try:
+                values.add(_label_value(v))
+            except ValueError as e:
+                raise DataError(
+                    f"{where}: the labels of split {spec.splits[ours]!r} (data.columns.label={column!r}) are "
+                    f"unreadable: {e}"
+                ) from None
+    values.discard(None)
+    if len({type(v) for v in values}) > 1:
+        raise DataError(f"{where}: label column {column!r} mixes numbers and names: {sorted(map(str, values))[:8]}")
+    names = list(spec.labels) if spec.labels else (list(feature.names) if isinstance(feature, ClassLabel) else None)
+    numbers = all(isinstance(v, int) for v in values)
+    if names is None:
+        names = [str(v) for v in sorted(values)]
+        to_id = {v: i for i, v in enumerate(sorted(values))}
+    else:
+        to_id = {i: i for i in range(len(names))} if numbers else {n: i for i, n in enumerate(names)}
+    unknown = sorted(map(str, values - set(to_id)))
+    if unknown:
+        raise DataError(
+            f"{where}: labels {unknown[:8]} of column {column!r} are not among the label set {names}; "
+            "list every label name in data.labels (in id order)"
+        )
+    if len(names) < 2:
+        raise DataError(f"{where}: label column {column!r} holds the one label {names}: a classifier needs two")
+    return names, to_id
+
+
+def normalise(
+    raw: DatasetDict, spec: Source, limit: int | None = None, report: dict | None = None
+) -> DatasetDict:
+    """The task's columns for each of train/validation/test; ``limit`` keeps the first rows of each split.
+    ``report`` (a dict) receives the label names and the rows dropped per split."""
+    where = f"{spec.description}{f' ({spec.config})' if spec.config else ''}"
+    parts: dict[str, Dataset] = {}
+    taken: dict[str, list[tuple[str, range]]] = {}
+    for ours in SPLITS:
+        theirs = spec.splits.get(ours, ours)
+        name = parse_split(theirs)[0]
+        if name not in raw:
+            raise DataError(
+                f"{where}: split(s) [{name!r}] missing (data.splits.{ours}={theirs!r}); found {sorted(raw)}. "
+                f"{_split_hint(ours)}"
+            )
+        rows = _rows_of(theirs, len(raw[name]))
+        taken.setdefault(name, []).append((ours, rows))
+        parts[ours] = raw[name] if len(rows) == len(raw[name]) else raw[name].select(rows)
+    _check_disjoint(taken)
+    columns = task_columns(spec.task, spec.columns)
+    for ours, data in parts.items():
+        for column in columns:
+            theirs = spec.columns.get(column)
+            if theirs is not None and not _has_column(data.features, theirs):
+                raise DataError(
+                    f"{where}: split {spec.splits.get(ours, ours)!r} has no column {theirs!r} for "
+                    f"data.columns.{column}; its columns: {list(data.features)}"
+                )
+    labelled = LABEL in columns
+    names, to_id = _label_set(spec, parts, where) if labelled else (None, {})
+    features = Features(
+        {c: ClassLabel(names=names) if c == LABEL and labelled else Value("string") for c in columns}
+    )
+    texts = [c for c in columns if c != LABEL and spec.columns.get(c) is not None]
+
+    def to_columns(batch: dict) -> dict:
+        out = {}
+        for column in columns:
+            theirs = spec.columns.get(column)
+            if theirs is None:
+                out[column] = [""] * len(next(iter(batch.values())))
+            elif column == LABEL:
+                out[column] = [to_id.get(_label_value(v), -1) for v in _values(batch, theirs)]
+            else:
+                out[column] = [_text(v) for v in _values(batch, theirs)]
+        return out
+
+    out, dropped = {}, {}
+    for ours, data in parts.items():
         if limit is not None:
             # Over-read a little: rows dropped below (blank lines, unlabelled pairs) must not starve the limit.
             data = data.select(range(min(len(data), 2 * limit + 100)))
-        data = data.map(spec.normalise, batched=True, remove_columns=data.column_names, features=_FEATURES[spec.task])
-        data = data.filter(spec.keep)
+        data = data.map(to_columns, batched=True, remove_columns=data.column_names, features=features)
+        n = len(data)
+        if labelled:
+            data = data.filter(lambda b: [x >= 0 for x in b[LABEL]], batched=True)
+        unlabelled = n - len(data)
+        if texts:  # a row with a blank text (a pair with a blank side) is no example
+            data = data.filter(lambda b: [all(row) for row in zip(*(b[c] for c in texts), strict=True)], batched=True)
+        blank = n - unlabelled - len(data)
         if limit is not None:
             data = data.select(range(min(len(data), limit)))
-        out[split] = data
+        out[ours] = data
+        dropped[ours] = {"unlabelled": unlabelled, "blank": blank}
+        if unlabelled or blank:
+            log.info("%s, split %s: dropped %d unlabelled and %d blank rows", where, ours, unlabelled, blank)
+    if report is not None:
+        report["dropped"] = dropped
+        if names is not None:
+            report["labels"] = names
     return DatasetDict(out)
+
+
+def _check_disjoint(taken: dict[str, list[tuple[str, range]]]) -> None:
+    """Refuse a split mapping that puts rows of our training split into validation or test (a leak)."""
+    for name, uses in taken.items():
+        train = next((rows for ours, rows in uses if ours == "train"), None)
+        for ours, rows in uses:
+            if train is not None and ours != "train" and set(train) & set(rows):
+                raise DataError(
+                    f"data.splits: train and {ours} share rows of the dataset's split {name!r}; "
+                    f"slice it so they do not overlap, e.g. data.splits.train={name}[:-5%] "
+                    f"data.splits.{ours}={name}[-5%:]"
+                )
 
 
 def load(
@@ -203,36 +551,45 @@ def load(
     path: str | os.PathLike | None = None,
     limit: int | None = None,
     cache_dir: str | None = None,
+    config: str | None = None,
+    columns: Mapping[str, str | None] | None = None,
+    splits: Mapping[str, str] | None = None,
+    labels: list[str] | tuple[str, ...] | None = None,
+    revision: str | None = None,
+    report: dict | None = None,
 ) -> DatasetDict:
-    """A hub dataset for ``task`` in the offline corpora's columns; ``path`` may be a local folder in hub layout."""
-    spec = dataset_for(task, dataset)
+    """A dataset for ``task`` in its columns: a preset by name, a hub id, a local folder in hub layout or a file
+    (``dataset``); ``path`` relocates it to a local folder; the other keys are :func:`source_for`'s."""
+    spec = source_for(task, dataset, path, config, columns, splits, labels, revision)
     try:
-        return normalise(load_raw(spec, path, cache_dir=cache_dir), spec, limit=limit)
+        return normalise(load_raw(spec, cache_dir=cache_dir), spec, limit=limit, report=report)
     except UnicodeDecodeError as e:
         # The Arrow readers keep the bytes; they fail only when rows are decoded, far from the file.
-        where = _first_non_utf8(Path(path).expanduser()) if path is not None else None
+        where = _first_non_utf8(Path(spec.path).expanduser()) if spec.path_local else None
         raise DataError(
             f"{spec.description}: {where or 'a data file'} holds bytes that are not UTF-8 ({e.reason}, byte "
             f"{e.object[e.start:e.start + 1]!r}); re-encode it as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
         ) from e
 
 
-TEXT_SUFFIXES = (".json", ".jsonl", ".txt", ".csv", ".tsv")
+def _files(where: Path, pattern: str = "*") -> list[Path]:
+    """A local source's files (a single file: itself)."""
+    if where.is_file():
+        return [where] if where.match(pattern) else []
+    return sorted(f for f in where.rglob(pattern) if f.is_file())
 
 
-def _first_empty(folder: Path) -> str | None:
-    """``<file> (empty)`` for the first text data file under ``folder`` without a single non-blank line."""
-    for file in sorted(f for f in folder.rglob("*") if f.is_file() and f.suffix in TEXT_SUFFIXES):
-        if not file.read_bytes().strip():
+def _first_empty(where: Path) -> str | None:
+    """``<file> (empty)`` for the first text data file without a single non-blank line."""
+    for file in _files(where):
+        if file.suffix in TEXT_SUFFIXES and not file.read_bytes().strip():
             return f"{file} (empty: its split would have no rows)"
     return None
 
 
-def _first_bad_json(folder: Path) -> str | None:
-    """``<file>, line <n> (<why>)`` of the first JSON-lines row under ``folder`` that is not a JSON object."""
-    import json
-
-    for file in sorted(f for f in folder.rglob("*.jsonl") if f.is_file()):
+def _first_bad_json(where: Path) -> str | None:
+    """``<file>, line <n> (<why>)`` of the first JSON-lines row that is not a JSON object."""
+    for file in _files(where, "*.jsonl"):
         with file.open("rb") as f:
             for n, line in enumerate(f, 1):
                 if not line.strip():
@@ -246,11 +603,13 @@ def _first_bad_json(folder: Path) -> str | None:
     return None
 
 
-def _first_non_utf8(folder: Path) -> str | None:
-    """``<file>, line <n>`` of the first text line under ``folder`` that is not valid UTF-8."""
-    if not folder.is_dir():
+def _first_non_utf8(where: Path) -> str | None:
+    """``<file>, line <n>`` of the first text line that is not valid UTF-8."""
+    if not where.exists():
         return None
-    for file in sorted(f for f in folder.rglob("*") if f.is_file() and f.suffix in TEXT_SUFFIXES):
+    for file in _files(where):
+        if file.suffix not in TEXT_SUFFIXES:
+            continue
         with file.open("rb") as f:
             for n, line in enumerate(f, 1):
                 try:

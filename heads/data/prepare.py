@@ -1,9 +1,12 @@
 """Write a task's corpus once (Arrow, ``save_to_disk``) with a checksum; load it back only if it is intact.
 
-A prepared folder ``<root>/<task>-<source>[-<dataset>][-<limit>]/`` holds the DatasetDict, ``SOURCE.json``
-(what was prepared) and ``CHECKSUM`` (sha256 of every data file, sorted by path, ``sha256sum -c`` format).
-It is built in a temporary folder and renamed into place with ``CHECKSUM`` already written, so a folder under
-its final name is always complete; an interrupted prepare leaves only a hidden temporary folder behind.
+A prepared folder ``<root>/<task>-<source>[-<dataset>[-<tag>]][-<limit>]/`` holds the DatasetDict,
+``SOURCE.json`` (what was prepared; for classification also the label names, in id order) and ``CHECKSUM``
+(sha256 of every data file, sorted by path, ``sha256sum -c`` format). The ``<tag>`` (a digest of ``data.config``,
+``columns``, ``splits``, ``labels`` and ``revision``) appears for a dataset given as a hub id, folder or file, and
+for a preset whose keys were overridden. It is built in a temporary folder and renamed into place with
+``CHECKSUM`` already written, so a folder under its final name is always complete; an interrupted prepare leaves
+only a hidden temporary folder behind.
 """
 
 from __future__ import annotations
@@ -11,9 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from datasets import DatasetDict, load_from_disk
 
@@ -22,6 +28,8 @@ from heads.data.hub import DataError
 from heads.io import InputError, read_json
 
 SOURCES = ("offline", "hub")
+# The data.* keys that choose and shape a hub dataset (beyond data.dataset and data.hub_path).
+HUB_KEYS = ("config", "columns", "splits", "labels", "revision")
 CHECKSUM = "CHECKSUM"
 MANIFEST = "SOURCE.json"
 
@@ -30,11 +38,16 @@ class CorruptDataError(InputError, RuntimeError):
     """A prepared folder whose files do not match its checksum (truncated, edited or incomplete)."""
 
 
-def folder_name(task: str, source: str, limit: int | None = None, dataset: str | None = None) -> str:
-    """``<task>-<source>[-<dataset>][-<limit>]``; the dataset appears only when it is not the task's default."""
+def folder_name(
+    task: str, source: str, limit: int | None = None, dataset: str | None = None, tag: str | None = None
+) -> str:
+    """``<task>-<source>[-<dataset>[-<tag>]][-<limit>]``; a preset dataset appears only when it is not the
+    task's default, any other (hub id, folder, file) by its last path component with the request's ``tag``."""
     parts = [task, source]
-    if source == "hub" and dataset and dataset != hub.DEFAULT.get(task):
-        parts.append(dataset)
+    if source == "hub" and dataset and (dataset != hub.DEFAULT.get(task) or tag):
+        parts.append(re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(dataset).rstrip("/")).name) or "dataset")
+    if source == "hub" and tag:
+        parts.append(tag)
     if limit is not None:
         parts.append(str(limit))
     return "-".join(parts)
@@ -92,6 +105,11 @@ def _check_splits(data: DatasetDict, what: str) -> None:
             raise DataError(f"{what}: the {split!r} split is empty, so nothing could train or be evaluated on it")
 
 
+def _hub_keys(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The hub keys actually set (empty mappings and None are unset: today's requests stay as they were)."""
+    return {k: given[k] for k in HUB_KEYS if given.get(k) not in (None, {}, [], ())}
+
+
 def build(
     task: str,
     source: str = "offline",
@@ -99,15 +117,34 @@ def build(
     hub_path: str | os.PathLike | None = None,
     dataset: str | None = None,
     cache_dir: str | None = None,
+    report: dict | None = None,
+    **keys: Any,
 ) -> DatasetDict:
-    """The normalised DatasetDict, not written anywhere."""
+    """The normalised DatasetDict, not written anywhere; ``keys``: the hub keys (config, columns, ...)."""
     if source == "offline":
-        if hub_path is not None or dataset is not None:
-            raise DataError("hub_path and dataset apply to source='hub' only")
+        if hub_path is not None or dataset is not None or _hub_keys(keys):
+            raise DataError("hub_path and dataset (and config, columns, splits, labels, revision) apply to "
+                            "source='hub' only")
         return corpora.build(task, limit=limit)
     if source == "hub":
-        return hub.load(task, dataset=dataset, path=hub_path, limit=limit, cache_dir=cache_dir)
+        return hub.load(task, dataset=dataset, path=hub_path, limit=limit, cache_dir=cache_dir, report=report,
+                        **_hub_keys(keys))
     raise DataError(f"unknown data source {source!r}; valid: {list(SOURCES)}")
+
+
+def prepare_for(task: str, data: Any, cache_dir: str | None = None) -> Path:
+    """:func:`prepare` with every key of a ``DataConfig`` (``cfg.data``): what a task's ``data_path`` calls."""
+    keys = {k: getattr(data, k, None) for k in HUB_KEYS}
+    return prepare(task, source=data.source, root=Path(data.root), limit=data.limit, hub_path=data.hub_path,
+                   dataset=getattr(data, "dataset", None), cache_dir=cache_dir, **keys)
+
+
+def _local_source(where: str | os.PathLike | None) -> Path | None:
+    """A local folder or file the data is read from (its files are recorded, so edits are noticed)."""
+    if where is None:
+        return None
+    path = Path(where).expanduser()
+    return path if path.is_dir() or path.is_file() else None
 
 
 def prepare(
@@ -118,18 +155,33 @@ def prepare(
     hub_path: str | os.PathLike | None = None,
     dataset: str | None = None,
     cache_dir: str | None = None,
+    config: str | None = None,
+    columns: Mapping[str, str | None] | None = None,
+    splits: Mapping[str, str] | None = None,
+    labels: list[str] | None = None,
+    revision: str | None = None,
 ) -> Path:
-    """The prepared folder for this corpus, built once; later calls return it without rebuilding."""
-    if task not in corpora.TASKS:
-        raise DataError(f"unknown task {task!r}; valid: {list(corpora.TASKS)}")
+    """The prepared folder for this corpus, built once; later calls return it without rebuilding.
+
+    With ``source="hub"``, ``dataset`` is a preset name, a hub id, a local folder in hub layout or a file, and
+    the other keys are :func:`heads.data.hub.source_for`'s (``data.config``, ``data.columns``, ...)."""
     if source not in SOURCES:
         raise DataError(f"unknown data source {source!r}; valid: {list(SOURCES)}")
+    keys = _hub_keys({"config": config, "columns": columns, "splits": splits, "labels": labels,
+                      "revision": revision})
+    if task not in corpora.TASKS and not (source == "hub" and columns):
+        raise DataError(f"unknown task {task!r}; valid: {list(corpora.TASKS)} (another task: source=hub with "
+                        "data.columns naming its columns)")
+    tag, custom = None, None  # custom: a dataset given as a hub id, folder or file (not a preset)
     if source == "hub":
-        dataset = hub.dataset_for(task, dataset).name
-    elif hub_path is not None or dataset is not None:
-        raise DataError("hub_path and dataset apply to source='hub' only")
+        spec = hub.source_for(task, dataset, hub_path, **keys)  # refuses bad keys before anything is read
+        dataset, custom = (spec.name, None) if spec.name is not None else (dataset, dataset)
+        tag = hub.request_tag(spec) if keys or custom else None
+    elif hub_path is not None or dataset is not None or keys:
+        raise DataError("hub_path and dataset (and config, columns, splits, labels, revision) apply to "
+                        "source='hub' only")
     root = Path(root)
-    final = root / folder_name(task, source, limit, dataset)
+    final = root / folder_name(task, source, limit, dataset, tag)
     manifest = {
         "task": task,
         "source": source,
@@ -137,18 +189,28 @@ def prepare(
         "limit": limit,
         "hub_path": str(hub_path) if hub_path is not None else None,
     }
-    local = Path(hub_path).expanduser() if hub_path is not None and Path(hub_path).expanduser().is_dir() else None
+    if keys:  # only when set, so folders prepared before these keys existed are still reused
+        manifest["hub"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in keys.items()}
+    local = _local_source(hub_path) or _local_source(custom)
     if final.exists():
         return _reuse(final, manifest, local)
 
-    data = build(task, source, limit=limit, hub_path=hub_path, dataset=dataset, cache_dir=cache_dir)
-    _check_splits(data, f"{task} from {source}{f' {hub_path}' if hub_path else ''} (limit={limit})")
+    report: dict = {}
+    data = build(task, source, limit=limit, hub_path=hub_path, dataset=dataset, cache_dir=cache_dir, report=report,
+                 **keys)
+    where = hub_path or custom
+    _check_splits(data, f"{task} from {source}{f' {where}' if where else ''} (limit={limit})")
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
         data.save_to_disk(str(tmp))
         manifest["rows"] = {split: len(data[split]) for split in corpora.SPLITS}
         manifest["columns"] = list(data["train"].column_names)
+        label = data["train"].features.get(hub.LABEL)
+        if hasattr(label, "names"):  # what a classifier's output size is read from (ids in this order)
+            manifest["labels"] = list(label.names)
+        if report.get("dropped"):
+            manifest["dropped"] = report["dropped"]
         if local is not None:
             manifest["source_files"] = source_files(local)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -163,25 +225,30 @@ def prepare(
     return final
 
 
-def source_files(folder: Path) -> dict[str, list]:
-    """``{relative path: [size, mtime_ns, sha256]}`` of every (non-hidden) file of a local source folder."""
+def _source_listing(where: Path) -> dict[str, Path]:
+    """The (non-hidden) files of a local source folder by relative path; a single file by its name."""
+    if where.is_file():
+        return {where.name: where}
+    return {
+        f.relative_to(where).as_posix(): f
+        for f in sorted(where.rglob("*"))
+        if f.is_file() and not any(p.startswith(".") for p in f.relative_to(where).parts)
+    }
+
+
+def source_files(where: Path) -> dict[str, list]:
+    """``{relative path: [size, mtime_ns, sha256]}`` of every (non-hidden) file of a local source."""
     out = {}
-    for file in sorted(f for f in folder.rglob("*") if f.is_file()):
-        rel = file.relative_to(folder).as_posix()
-        if not any(part.startswith(".") for part in rel.split("/")):
-            st = file.stat()
-            out[rel] = [st.st_size, st.st_mtime_ns, sha256_file(file)]
+    for rel, file in _source_listing(where).items():
+        st = file.stat()
+        out[rel] = [st.st_size, st.st_mtime_ns, sha256_file(file)]
     return out
 
 
-def _source_changes(folder: Path, recorded: dict[str, list]) -> list[str]:
-    """Files of ``folder`` added, removed or edited since ``recorded``; a file whose size and mtime are
+def _source_changes(where: Path, recorded: dict[str, list]) -> list[str]:
+    """Files of ``where`` added, removed or edited since ``recorded``; a file whose size and mtime are
     unchanged is not read again (a copied folder has new mtimes: its contents are hashed and compared)."""
-    files = {
-        f.relative_to(folder).as_posix(): f
-        for f in folder.rglob("*")
-        if f.is_file() and not any(p.startswith(".") for p in f.relative_to(folder).parts)
-    }
+    files = _source_listing(where)
     changes = [f"{name} removed" for name in sorted(set(recorded) - set(files))]
     changes += [f"{name} added" for name in sorted(set(files) - set(recorded))]
     for name in sorted(set(files) & set(recorded)):

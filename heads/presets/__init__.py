@@ -35,6 +35,16 @@ def preset(name: str) -> dict:
 def preset_for(task: str, preset: str) -> dict:
     """The run configuration of ``task`` at ``preset`` (a nested mapping of config sections)."""
     tasks = _load(preset)["tasks"]
-    if task not in tasks:
-        raise ConfigError(f"task: {task!r} has no {preset!r} preset; tasks: {sorted(tasks)}")
-    return deepcopy(tasks[task])
+    if task in tasks:
+        return deepcopy(tasks[task])
+    # A plugin task brings its own presets (a ``presets`` class attribute: preset name -> config sections).
+    from heads.tasks import get_task
+
+    try:
+        own = getattr(get_task(task), "presets", {}) or {}
+    except KeyError:
+        own = {}
+    if preset not in own:
+        raise ConfigError(f"task: {task!r} has no {preset!r} preset; tasks: {sorted(tasks)} (a plugin task "
+                          "gives its own in a `presets` class attribute: {preset name: config sections})")
+    return deepcopy(own[preset])

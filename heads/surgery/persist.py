@@ -22,6 +22,7 @@ from heads.io import InputError, replace_dir, temp_dir_beside
 from heads.surgery.gates import install
 from heads.surgery.prune import apply_layout
 from heads.surgery.sites import LAYOUT_KEY, record_layout
+from heads.surgery.stock import read_config, rewrite
 
 WEIGHTS = "model.safetensors"
 INDEX = "model.safetensors.index.json"
@@ -63,8 +64,10 @@ def save(model: nn.Module, path: str | Path) -> Path:
 
 
 def write_model(model: nn.Module, folder: Path) -> None:
-    """save_pretrained into an existing folder (no atomicity: callers write into a temp folder)."""
+    """save_pretrained into an existing folder (no atomicity: callers write into a temp folder); a pruned
+    model's config.json says its shape to stock transformers, or refuses it loudly (:mod:`heads.surgery.stock`)."""
     model.save_pretrained(folder, safe_serialization=True)
+    rewrite(folder, getattr(model.config, LAYOUT_KEY, None))
 
 
 def _weight_files(path: Path) -> list[Path]:
@@ -107,7 +110,7 @@ def load(path: str | Path, model_class: type | None = None, gated: bool = True) 
     path = Path(path)
     if not (path / "config.json").exists():
         raise CheckpointError(f"{path}: no config.json")
-    config = transformers.AutoConfig.from_pretrained(path, local_files_only=True)
+    config = read_config(path)
     layout = getattr(config, LAYOUT_KEY, None)
     record_layout(config, None)  # the model is built full; apply_layout records the layout again
     cls = model_class or _model_class(config)

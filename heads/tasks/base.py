@@ -27,15 +27,18 @@ class Task(ABC):
     description: ClassVar[str]
     families: ClassVar[tuple[str, ...]]  # model families (heads.surgery.families) that can do the task
     model_heads: ClassVar[tuple[str, ...]]  # how the class names of models with the task's output head end
+    auto_class: ClassVar[str]  # the transformers Auto class with the task's head (a pretrained source gets it)
+    # A plugin task's run configuration per scale ({preset: {model: ..., data: ..., train: ...}}); the built-in
+    # tasks' live in heads/presets/<preset>.yaml.
+    presets: ClassVar[dict[str, dict]] = {}
     metric: ClassVar[str]  # the headline metric evaluate() returns (its direction: heads.metrics)
     empty_hint: ClassVar[str] = "every row is blank"  # why a split can encode to no example at all
 
     def data_path(self, cfg: RunConfig) -> Path:
         """Prepared data (Arrow, checksummed) for this task, built on first use."""
-        from heads.data.prepare import prepare
+        from heads.data.prepare import prepare_for
 
-        d = cfg.data
-        return prepare(self.name, source=d.source, root=Path(d.root), limit=d.limit, hub_path=d.hub_path)
+        return prepare_for(self.name, cfg.data)
 
     def check_model(self, model: nn.Module, where: str, head: bool = True) -> None:
         """Refuse a model whose family (and, with ``head``, output head) cannot do this task, naming the

@@ -1,8 +1,8 @@
 """Sentence-pair classification (paraphrase identification); accuracy.
 
-Two model sources: the pretrained MiniLM (``model.source=minilm``: Michel's
-BERT setting, a pretrained encoder fine-tuned then pruned) with its own
-tokenizer, or a BERT from config with the task's BPE tokenizer.
+Model sources: a pretrained encoder with its own tokenizer and a new classifier (``model.source=minilm``, the
+shipped MiniLM: Michel's BERT setting, fine-tuned then pruned; or any BERT-family folder or hub id), or a BERT
+from config with the task's BPE tokenizer.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from heads.placement import on_model
 from heads.tasks.base import Task, mean_loss
 from heads.tasks.batching import eval_batches, pad
 from heads.tasks.registry import register_task
-from heads.tasks.text import bpe_tokenizer, build_or_load
+from heads.tasks.text import build_or_load, task_tokenizer
 
 
 @register_task("cls")
@@ -26,19 +26,13 @@ class PairClassification(Task):
     metric = TASK_METRIC["cls"]
     families = ("bert",)
     model_heads = ("ForSequenceClassification",)
+    auto_class = "AutoModelForSequenceClassification"
 
     def tokenizer(self, cfg: RunConfig):
-        if cfg.model.source == "minilm":
-            from transformers import AutoTokenizer
-
-            return AutoTokenizer.from_pretrained(models.minilm_path(), local_files_only=True)
-        return bpe_tokenizer(self, cfg)
+        return task_tokenizer(self, cfg)
 
     def build_model(self, cfg: RunConfig, tokenizer):
         m = cfg.model
-        if m.source == "minilm":
-            torch.manual_seed(cfg.train.seed)  # the fresh classifier head
-            return build_or_load(cfg, lambda: models.minilm(labels=self.num_labels(cfg)), self)
         return build_or_load(
             cfg,
             lambda: models.bert(
@@ -53,10 +47,12 @@ class PairClassification(Task):
                 pad_token_id=tokenizer.pad_token_id,
             ),
             self,
+            num_labels=self.num_labels(cfg),
         )
 
     def num_labels(self, cfg: RunConfig) -> int:
-        """2 for the offline paraphrase task, 3 for MNLI: read from the data, never assumed."""
+        """The label set of the prepared data (its ClassLabel: 2 for the offline paraphrase task, 3 for MNLI,
+        whatever a user's dataset holds), never assumed."""
         train = self.splits(cfg)["train"]
         return getattr(train.features["label"], "num_classes", None) or len(set(train["label"]))
 
@@ -70,12 +66,15 @@ class PairClassification(Task):
         rows = self.splits(cfg)[split]
         cls, sep = self._specials(tokenizer)
         n = cfg.data.seq_len
+        # RoBERTa-style models have one segment embedding: the second text keeps segment 0 there.
+        segment = 1 if "token_type_ids" in getattr(tokenizer, "model_input_names", ("token_type_ids",)) else 0
         a = tokenizer(list(rows["text_a"]), add_special_tokens=False)["input_ids"]
         b = tokenizer(list(rows["text_b"]), add_special_tokens=False)["input_ids"]
         out = []
         for x, y, label in zip(a, b, list(rows["label"]), strict=True):
-            ids = [cls] + x[:n] + [sep] + y[:n] + [sep]
-            types = [0] * (len(x[:n]) + 2) + [1] * (len(y[:n]) + 1)
+            # a single-sentence dataset (data.columns.text_b: null) has text_b "" on every row: [CLS] a [SEP]
+            ids = [cls] + x[:n] + [sep] + (y[:n] + [sep] if y else [])
+            types = [0] * (len(x[:n]) + 2) + ([segment] * (len(y[:n]) + 1) if y else [])
             out.append((ids, types, int(label)))
         return out
 

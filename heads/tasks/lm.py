@@ -13,18 +13,19 @@ from heads.placement import on_model
 from heads.tasks.base import Task, mean_loss
 from heads.tasks.batching import eval_batches
 from heads.tasks.registry import register_task
-from heads.tasks.text import bpe_tokenizer, build_or_load
+from heads.tasks.text import build_or_load, task_tokenizer
 
 
 @register_task("lm")
 class LanguageModelling(Task):
     description = "causal LM (Llama from config) on World English Bible text; perplexity, bits per token"
     metric = TASK_METRIC["lm"]
-    families = ("llama",)
-    model_heads = ("ForCausalLM",)
+    families = ("llama", "gpt2")
+    model_heads = ("ForCausalLM", "LMHeadModel")
+    auto_class = "AutoModelForCausalLM"
 
     def tokenizer(self, cfg: RunConfig):
-        return bpe_tokenizer(self, cfg)
+        return task_tokenizer(self, cfg)
 
     def build_model(self, cfg: RunConfig, tokenizer):
         m = cfg.model

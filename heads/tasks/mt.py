@@ -12,7 +12,7 @@ from heads.placement import on_model
 from heads.tasks.base import Task, mean_loss
 from heads.tasks.batching import eval_batches, pad
 from heads.tasks.registry import register_task
-from heads.tasks.text import bpe_tokenizer, build_or_load
+from heads.tasks.text import build_or_load, task_tokenizer
 
 IGNORE = -100
 
@@ -23,9 +23,10 @@ class Translation(Task):
     metric = TASK_METRIC["mt"]
     families = ("marian",)
     model_heads = ("MTModel", "ForConditionalGeneration")
+    auto_class = "AutoModelForSeq2SeqLM"
 
     def tokenizer(self, cfg: RunConfig):
-        return bpe_tokenizer(self, cfg)
+        return task_tokenizer(self, cfg)
 
     def build_model(self, cfg: RunConfig, tokenizer):
         m = cfg.model
@@ -53,7 +54,8 @@ class Translation(Task):
         """(source ids, target ids, target text) of every row with both sides non-empty, uncut."""
         rows = self.splits(cfg)[split]
         src = tokenizer(list(rows["src"]), add_special_tokens=False)["input_ids"]
-        tgt = tokenizer(list(rows["tgt"]), add_special_tokens=False)["input_ids"]
+        # text_target: a pretrained Marian encodes targets with its target-language vocabulary (one BPE: the same)
+        tgt = tokenizer(text_target=list(rows["tgt"]), add_special_tokens=False)["input_ids"]
         return [(s, t, text) for s, t, text in zip(src, tgt, list(rows["tgt"]), strict=True) if s and t]
 
     def encode(self, cfg: RunConfig, tokenizer, split: str) -> list[tuple[list[int], list[int]]]:

@@ -1,4 +1,9 @@
-"""The task registry: ``register_task("name")`` on a Task subclass; unknown names list the known ones."""
+"""The task registry: ``register_task("name")`` on a Task subclass; unknown names list the known ones.
+
+Tasks from other packages register alike, as strategies do: a module named in the ``heads.tasks`` entry-point
+group or in the ``HEADS_PLUGINS`` environment variable (comma-separated module names) is imported the first
+time a name is not found, and its ``@register_task`` runs.
+"""
 
 from __future__ import annotations
 
@@ -10,4 +15,18 @@ register_task = TASKS.register
 
 
 def get_task(name: str) -> Task:
+    if name not in TASKS:
+        load_plugins()
     return TASKS.lookup(name)()
+
+
+def load_plugins() -> None:
+    """Import the task plugins: the ``heads.tasks`` entry points, then the ``HEADS_PLUGINS`` modules."""
+    import importlib
+    import os
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="heads.tasks"):
+        ep.load()
+    for module in filter(None, (m.strip() for m in os.environ.get("HEADS_PLUGINS", "").split(","))):
+        importlib.import_module(module)

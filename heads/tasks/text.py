@@ -1,13 +1,64 @@
-"""Shared pieces of the tasks: the cached BPE tokenizer and model construction from config or checkpoint."""
+"""Shared pieces of the tasks: the tokenizer (a cached BPE for models from config, a pretrained model's own
+otherwise) and the model (from config, a trained or pruned heads checkpoint, or any supported pretrained one
+given as a folder or a hub id, with the task's head whatever the checkpoint's ``architectures`` says)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
+import torch
 from torch import nn
 
 from heads.config import RunConfig
+from heads.io import InputError
 from heads.tasks.base import ModelMismatch, Task
+
+SHIPPED = ("minilm",)  # pretrained checkpoints that ship inside packages (offline)
+
+
+class SourceError(InputError):
+    """A model.source that cannot be loaded: no such folder, no tokenizer, or the hub out of reach."""
+
+
+def pretrained(cfg: RunConfig) -> bool:
+    """Whether the run starts from a checkpoint (shipped, a folder, a hub id) rather than from config."""
+    return cfg.model.source != "config"
+
+
+def source_path(source: str) -> str | Path:
+    """A shipped name or local folder as a path (a run folder: its model/); anything else as a hub id."""
+    if source == "minilm":
+        from heads import models
+
+        return models.minilm_path()
+    path = Path(source).expanduser()
+    if path.exists():
+        from heads.surgery.persist import CheckpointError, model_folder
+
+        try:
+            return model_folder(path)
+        except CheckpointError as exc:
+            raise SourceError(f"model.source: {exc}") from None
+    return source
+
+
+def _is_local(where: str | Path) -> bool:
+    return isinstance(where, Path)
+
+
+def _from_hub(what: str, where: str | Path, load: Callable[[], Any]) -> Any:
+    """``load()``, with a missing network or repository said in one line naming model.source."""
+    try:
+        return load()
+    except OSError as exc:
+        if _is_local(where):
+            raise SourceError(f"model.source {where}: cannot load its {what} ({str(exc).splitlines()[0]})") from None
+        raise SourceError(
+            f"model.source {where!r}: not a local folder, and its {what} could not be fetched from the hub "
+            f"({str(exc).splitlines()[0]}); download it once and give the folder"
+        ) from None
 
 
 def bpe_tokenizer(task, cfg: RunConfig):
@@ -17,28 +68,118 @@ def bpe_tokenizer(task, cfg: RunConfig):
     return tokenizer(task.data_path(cfg), vocab_size=cfg.model.vocab)
 
 
-def build_or_load(cfg: RunConfig, fresh: Callable[[], nn.Module], task: Task) -> nn.Module:
-    """A model from config (seeded) or from a checkpoint or run folder;
-    one that cannot do ``task`` is refused, naming the families that can."""
-    from heads.surgery import install, load
-    from heads.surgery.persist import CheckpointError, model_folder
+def task_tokenizer(task: Task, cfg: RunConfig):
+    """The tokenizer of a run: a pretrained model's own (never a fresh BPE, which would feed it other token
+    ids than it was trained on), else the task's BPE."""
+    if not pretrained(cfg):
+        return bpe_tokenizer(task, cfg)
+    from transformers import AutoTokenizer
 
-    source = cfg.model.source
-    if cfg.model.family not in task.families:
-        raise ModelMismatch(
-            f"model.family: {cfg.model.family!r} cannot do task {task.name!r}; families that can: {list(task.families)}"
+    where = source_path(cfg.model.source)
+    if _is_local(where) and not any((where / f).exists() for f in ("tokenizer.json", "tokenizer_config.json")):
+        raise SourceError(
+            f"model.source {where}: the folder holds no tokenizer (tokenizer.json or tokenizer_config.json); "
+            "a pretrained model is never given a fresh BPE: save its tokenizer beside it (save_pretrained)"
         )
-    if source not in ("config", "minilm"):
+    local = _is_local(where)
+    return _from_hub("tokenizer", where, lambda: AutoTokenizer.from_pretrained(where, local_files_only=local))
+
+
+def build_or_load(cfg: RunConfig, fresh: Callable[[], nn.Module], task: Task, **head: Any) -> nn.Module:
+    """A model from config (seeded), or from ``model.source`` with the task's head; one that cannot do ``task``
+    is refused, naming the families that can. ``head``: arguments of a new task head (cls: ``num_labels``)."""
+    from heads.surgery import install
+
+    if not pretrained(cfg):
+        if cfg.model.family not in task.families:
+            raise ModelMismatch(
+                f"model.family: {cfg.model.family!r} cannot do task {task.name!r}; "
+                f"families that can: {list(task.families)}"
+            )
+        return install(fresh())
+    model = load_source(cfg, task, **head)
+    task.check_model(model, f"model.source {cfg.model.source}")
+    return install(model)
+
+
+def load_source(cfg: RunConfig, task: Task, **head: Any) -> nn.Module:
+    """``model.source`` as the task's model class. A checkpoint that already is that class (a run's model, a
+    pruned model) loads exactly through :func:`heads.surgery.load`, layout included; any other checkpoint of a
+    supported family (a pretraining checkpoint, a bare encoder) loads its body through ``from_pretrained`` and
+    gets a new task head, seeded by ``train.seed``."""
+    import transformers
+
+    from heads.surgery import load
+    from heads.surgery.persist import CheckpointError
+    from heads.surgery.sites import LAYOUT_KEY
+    from heads.surgery.stock import read_config
+
+    where = source_path(cfg.model.source)
+    if _is_local(where):  # a heads-saved pruned model's config.json is read back as heads built it
+        config = _from_hub("config", where, lambda: read_config(where))
+    else:
+        config = _from_hub("config", where, lambda: transformers.AutoConfig.from_pretrained(where))
+    check_family(config, task, cfg.model.source)
+    wanted = task_class(task, config, cfg.model.source)
+    if wanted.__name__ in (getattr(config, "architectures", None) or []):
+        if not _is_local(where):  # a hub checkpoint of the task's class: fetched once, then loaded exactly
+            from huggingface_hub import snapshot_download
+
+            where = Path(_from_hub("weights", where, lambda: snapshot_download(str(where))))
         try:
-            model = load(model_folder(source))
+            model = load(where, model_class=wanted)
         except CheckpointError as exc:
-            raise CheckpointError(f"model.source: {exc}") from None
-        task.check_model(model, f"model.source {source}")
-    elif source == "minilm" and "bert" not in task.families:
+            raise SourceError(f"model.source: {exc}") from None
+        _check_head(model, head, cfg.model.source)
+        return model
+    if getattr(config, LAYOUT_KEY, None):
+        raise SourceError(
+            f"model.source {cfg.model.source}: a pruned {config.architectures} cannot take task {task.name!r}'s "
+            f"head ({wanted.__name__}); prune a checkpoint that has it, or start from the unpruned one"
+        )
+    torch.manual_seed(cfg.train.seed)  # the new head's initialisation
+    return _from_hub(
+        "weights",
+        where,
+        # fp32 weights whatever the checkpoint stores: they are the optimizer's master copy (autocast does the rest)
+        lambda: wanted.from_pretrained(where, local_files_only=_is_local(where), dtype=torch.float32, **head),
+    )
+
+
+def check_family(config: Any, task: Task, source: str) -> None:
+    from heads.surgery.families import FAMILIES
+
+    family = getattr(FAMILIES.get(getattr(config, "model_type", None)), "name", None)
+    if family is None:
         raise ModelMismatch(
-            f"model.source: minilm (a BERT encoder) cannot do task {task.name!r}; families that can: "
+            f"model.source {source}: model type {config.model_type!r} is not a family head surgery supports "
+            f"({sorted({f.name for f in FAMILIES.values()})}); docs/ADDING_A_FAMILY.md shows how to add one"
+        )
+    if family not in task.families:
+        arch = ", ".join(getattr(config, "architectures", None) or [config.model_type])
+        raise ModelMismatch(
+            f"model.source {source}: a {arch} ({family} family) cannot do task {task.name!r}; families that can: "
             f"{list(task.families)}"
         )
-    else:
-        model = fresh()
-    return install(model)
+
+
+def task_class(task: Task, config: Any, source: str) -> type:
+    """The model class with the task's head for this config (sequence classification, causal LM, seq2seq)."""
+    import transformers
+
+    auto = getattr(transformers, task.auto_class)
+    try:
+        return auto._model_mapping[type(config)]
+    except KeyError:
+        raise ModelMismatch(
+            f"model.source {source}: transformers has no {task.auto_class} for model type {config.model_type!r}"
+        ) from None
+
+
+def _check_head(model: nn.Module, head: dict, source: str) -> None:
+    labels = head.get("num_labels")
+    if labels is not None and getattr(model.config, "num_labels", labels) != labels:
+        raise ModelMismatch(
+            f"model.source {source}: its classifier has {model.config.num_labels} labels, the data has {labels}; "
+            "start from its encoder (a checkpoint without the classifier) to train a new head"
+        )

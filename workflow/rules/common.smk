@@ -67,6 +67,27 @@ if CUSTOM:
             raise ValueError(f"config dag.{PRESET}.custom, entry {c['label']!r}: {e}") from None
 
 
+# Your own models and data (dag.<preset>.tasks): each task's config resolved once here, so a bad key or value
+# stops the workflow before any job; the same overrides reach the task's data preparation.
+TASK_CONFIG = D.get("tasks") or {}
+for _task, _sections in TASK_CONFIG.items():
+    from heads.config import ConfigError
+    from heads.resolve import resolve
+    from heads.sheet import task_overrides
+
+    try:
+        resolve(_task, PRESET, None, task_overrides(_sections))
+    except (ConfigError, KeyError) as e:
+        raise ValueError(f"config dag.{PRESET}.tasks.{_task}: {e.args[0] if isinstance(e, KeyError) else e}") from None
+
+
+def data_overrides(w):
+    """The user's config of a task (dag.<preset>.tasks), as the shell-quoted KEY=VALUE words of data prepare."""
+    from heads.sheet import task_overrides
+
+    return " ".join(shlex.quote(o) for o in task_overrides(TASK_CONFIG.get(w.task) or {}))
+
+
 def labels_of(*commands):
     """A wildcard constraint matching exactly the sheet's labels of these commands."""
     names = [l for c in commands for l in SHEET.labels(c)]

@@ -19,5 +19,7 @@ rule prepare_data:
     params:
         preset=PRESET,
         root=lambda w, output: os.path.dirname(output[0]),
+        overrides=data_overrides,
     shell:
-        "heads data prepare --task {wildcards.task} --preset {params.preset} --root {params.root:q} > {log:q} 2>&1"
+        "heads data prepare --task {wildcards.task} --preset {params.preset} --root {params.root:q}"
+        " {params.overrides} > {log:q} 2>&1"
