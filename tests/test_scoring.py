@@ -424,3 +424,42 @@ def test_padding_positions_do_not_count(name, family):
     again = compute_scores(name, model, [garbage])
     for site in first:
         assert torch.allclose(first[site], again[site], atol=1e-5)
+
+
+def test_mean_pooled_similarity_is_the_reports_definition_computed_independently():
+    """pooling="mean" (the practitioner report's): each head's output averaged over a sequence's real positions,
+    cosine between heads per sequence, averaged over sequences; checked against a direct computation from the
+    captured per-position outputs, and padding left out."""
+    from heads.scoring.capture import head_outputs
+    from heads.scoring.session import scoring_mode
+
+    model = toy("bert")
+    batches = batches_for("bert")
+    batches[0]["attention_mask"][0, -3:] = 0  # a padded sequence: its pad positions must not enter the mean
+    mean = similarity_matrices(model, batches, SimilarityParams(pooling="mean"))
+    token = similarity_matrices(model, batches)
+    per_sequence = {}
+
+    for batch in batches:
+        rows = []
+
+        def sink(name, x, rows=rows):
+            rows.append((name, x))
+
+        with scoring_mode(model):
+            head_outputs(model, [batch], sink)
+        lengths = batch["attention_mask"].sum(1).tolist()
+        for name, x in rows:  # x: [real positions of the batch, H, D], sequence after sequence
+            start = 0
+            for n in lengths:
+                pooled = torch.nn.functional.normalize(x[start : start + n].double().mean(0), dim=-1)
+                per_sequence.setdefault(name, []).append(pooled @ pooled.T)
+                start += n
+    for name, ms in per_sequence.items():
+        assert torch.allclose(mean[name].double(), torch.stack(ms).mean(0), atol=1e-5)
+    # pooled outputs share a common component: heads look more alike than position by position
+    off = ~torch.eye(4, dtype=torch.bool)
+    assert sum(float(m[off].mean()) for m in mean.values()) > sum(float(m[off].mean()) for m in token.values())
+    with pytest.raises(ValueError, match="pooling"):
+        similarity_matrices(model, batches, SimilarityParams(pooling="max"))
+    assert compute_scores("similarity", model, batches, pooling="mean").keys() == mean.keys()

@@ -189,3 +189,19 @@ def test_l0_folding_the_gates_into_the_weights_computes_what_the_gated_model_did
         prune_heads(model, closed)
     _fold_gates(model, {name: v[v > 0] for name, v in values.items()} if prune else values)
     assert torch.allclose(logits(model, inputs), gated, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["curriculum", "dropout_regime"])
+def test_redundancy_strategies_take_the_similarity_definition(name, data_root, tmp_path):
+    """pooling=mean reaches the strategies' probes (their events say which definition decided), and a pooling
+    that does not exist is refused before any step."""
+    params = ({"max_ratio": 0.5, "waves": [[0.5, 0.999]]} if name == "curriculum"
+              else {"high": 0.25, "low": 0.1, "warmup_fraction": 0.5, "threshold": 0.999})
+    run(data_root, tmp_path, name, {**params, "pooling": "mean"})
+    events = [e for e in read_jsonl(tmp_path / "events.jsonl") if e["event"] in ("wave", "redundancy")]
+    assert events and all(e["pooling"] == "mean" for e in events)
+    from heads.config import ConfigError
+    from heads.strategies import build_strategy
+
+    with pytest.raises(ConfigError, match="pooling"):
+        build_strategy(name, {**params, "pooling": "max"})

@@ -61,6 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(one_line(exc), file=sys.stderr)
         raise
+    except BrokenPipeError:
+        # The reader stopped reading (`heads plan | head`): not this command's failure. Point stdout at nothing so
+        # the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:
         if debug or not _is_input_error(exc):
             raise

@@ -33,8 +33,11 @@ def _hooks(handles: list) -> Iterator[None]:
             handle.remove()
 
 
-def head_outputs(model: nn.Module, batches: Iterable[Mapping[str, Any]], sink: Sink, residual: bool = False) -> None:
-    """Feed ``sink(site, x)`` with x [N, H, D] per batch: head outputs at real query positions.
+def head_outputs(
+    model: nn.Module, batches: Iterable[Mapping[str, Any]], sink: Sink, residual: bool = False, pooled: bool = False
+) -> None:
+    """Feed ``sink(site, x)`` with x [N, H, D] per batch: head outputs at real query positions (``pooled``: one row
+    per sequence, each head's output averaged over the sequence's real positions; a sequence with none is left out).
 
     ``residual``: each head's contribution after the output projection,
     [N, H, d_model] (head h's output times its columns of W_o), so heads are
@@ -59,7 +62,12 @@ def head_outputs(model: nn.Module, batches: Iterable[Mapping[str, Any]], sink: S
                 w = module.weight.reshape(module.weight.shape[0], heads, site.head_dim)
                 x = torch.einsum("bthd,ohd->btho", x, w)
             mask = query_mask(current["batch"], site.stack, t, b, x.device)
-            sink(site.name, x[mask].detach())
+            if pooled:
+                counts = mask.sum(1)
+                x = (x * mask[:, :, None, None]).sum(1) / counts.clamp(min=1)[:, None, None].to(x.dtype)
+                sink(site.name, x[counts > 0].detach())
+            else:
+                sink(site.name, x[mask].detach())
 
         handles.append(o.register_forward_pre_hook(hook))
     with _hooks(handles), torch.no_grad():

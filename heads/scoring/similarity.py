@@ -24,13 +24,30 @@ class SimilarityParams:
     # even if they write it to different directions. "residual": after the
     # output projection, i.e. what the head adds to the residual stream.
     space: Literal["value", "residual"] = "value"
+    # "token": cosine between two heads' outputs at the same position, averaged over real positions. "mean": the
+    # practitioner report's definition: each head's output averaged over a sequence's real positions first, then
+    # the cosine between heads per sequence, averaged over sequences. Pooled outputs share a common component, so
+    # "mean" finds heads far more alike than "token" does: a threshold means something only with its pooling.
+    pooling: Literal["token", "mean"] = "token"
+
+
+def check_similarity(pooling: str, space: str) -> None:
+    """A strategy's similarity parameters, refused by name before any step runs."""
+    from heads.config import ConfigError
+
+    if pooling not in ("token", "mean"):
+        raise ConfigError(f"strategy.params.pooling: {pooling!r} is not one of ['mean', 'token']")
+    if space not in ("value", "residual"):
+        raise ConfigError(f"strategy.params.space: {space!r} is not one of ['residual', 'value']")
 
 
 def similarity_matrices(model: nn.Module, batches: Batches, params: SimilarityParams | None = None) -> Scores:
     """Per site, [H, H] mean cosine similarity of head outputs over real query tokens of all batches.
 
     Cosine is taken per token (between two heads' output vectors at the same
-    position) and averaged over tokens, so long or loud tokens do not dominate;
+    position) and averaged over tokens, so long or loud tokens do not dominate
+    (``pooling="mean"``: per sequence, between the heads' outputs averaged over its
+    real positions, and averaged over sequences);
     a head whose output is exactly zero is similar to nothing (0), itself included.
     Padding positions (``attention_mask``, ``decoder_attention_mask`` for decoder
     sites) are left out.
@@ -38,6 +55,8 @@ def similarity_matrices(model: nn.Module, batches: Batches, params: SimilarityPa
     params = params or SimilarityParams()
     if params.space not in ("value", "residual"):
         raise ValueError(f"space must be 'value' or 'residual', got {params.space!r}")
+    if params.pooling not in ("token", "mean"):
+        raise ValueError(f"pooling must be 'token' or 'mean', got {params.pooling!r}")
     sums: dict[str, torch.Tensor] = {}
     tokens: dict[str, int] = {}
 
@@ -48,7 +67,7 @@ def similarity_matrices(model: nn.Module, batches: Batches, params: SimilarityPa
 
     with scoring_mode(model):
         layout = head_layout(model)
-        head_outputs(model, batches, sink, residual=params.space == "residual")
+        head_outputs(model, batches, sink, residual=params.space == "residual", pooled=params.pooling == "mean")
     out = {}
     for name, kept in layout.items():
         h = len(kept)

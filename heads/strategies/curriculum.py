@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from heads.config import ConfigError
-from heads.scoring.similarity import max_similarity, similarity_matrices
+from heads.scoring.similarity import SimilarityParams, check_similarity, max_similarity, similarity_matrices
 from heads.strategies.base import Strategy, check_ratio
 from heads.strategies.common import redundant_to_remove
 from heads.strategies.registry import register_strategy
@@ -20,8 +20,11 @@ class CurriculumParams:
     max_ratio: float = 0.0  # never prune more than this share of the original heads; 0 = do nothing
     probe_batches: int = 4
     floor: int = 1
+    pooling: str = "token"  # the similarity's definition: token | mean (the report's; heads.scoring.similarity)
+    space: str = "value"  # value | residual
 
     def check(self) -> None:
+        check_similarity(self.pooling, self.space)
         check_ratio("max_ratio", self.max_ratio)
         for wave in self.waves:
             if len(wave) != 2 or not 0 < wave[0] < 1 or not -1 <= wave[1] <= 1:
@@ -45,7 +48,9 @@ class _Waves(Hook):
         if budget <= 0:
             return
         matrices = similarity_matrices(
-            trainer.model, trainer.probe_batches(self.p.probe_batches, seed_offset=trainer.step)
+            trainer.model,
+            trainer.probe_batches(self.p.probe_batches, seed_offset=trainer.step),
+            SimilarityParams(space=self.p.space, pooling=self.p.pooling),
         )
         remove = redundant_to_remove(trainer.model, matrices, threshold, self.p.floor, max_remove=budget)
         # logged even when nothing goes: a wave that finds no pair above its threshold says how close it came
@@ -54,6 +59,7 @@ class _Waves(Hook):
                 "step": trainer.step,
                 "event": "wave",
                 "threshold": threshold,
+                "pooling": self.p.pooling,
                 "max_similarity": max_similarity(matrices),
                 "removed": sum(len(v) for v in remove.values()),
             }

@@ -5,7 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from heads.config import ConfigError
-from heads.scoring.similarity import max_similarity, redundant_heads, share_redundant, similarity_matrices
+from heads.scoring.similarity import (
+    SimilarityParams,
+    check_similarity,
+    max_similarity,
+    redundant_heads,
+    share_redundant,
+    similarity_matrices,
+)
 from heads.strategies.base import Strategy, check_ratio
 from heads.strategies.common import redundant_to_remove
 from heads.strategies.registry import register_strategy
@@ -23,8 +30,11 @@ class DropoutRegimeParams:
     max_ratio: float = 0.4  # at most this share of heads pruned at the switch
     probe_batches: int = 4
     floor: int = 1
+    pooling: str = "token"  # the similarity's definition: token | mean (the report's; heads.scoring.similarity)
+    space: str = "value"  # value | residual
 
     def check(self) -> None:
+        check_similarity(self.pooling, self.space)
         for name in ("low", "high"):
             value = getattr(self, name)
             if value is not None and not 0 <= value < 1:
@@ -46,7 +56,11 @@ class _Regime(Hook):
         if trainer.step != self.switch:
             return
         p = self.p
-        matrices = similarity_matrices(trainer.model, trainer.probe_batches(p.probe_batches, seed_offset=trainer.step))
+        matrices = similarity_matrices(
+            trainer.model,
+            trainer.probe_batches(p.probe_batches, seed_offset=trainer.step),
+            SimilarityParams(space=p.space, pooling=p.pooling),
+        )
         trainer.events.write(
             {
                 "step": trainer.step,
@@ -55,6 +69,7 @@ class _Regime(Hook):
                 "max_similarity": max_similarity(matrices),
                 "attention_dropout": p.high,
                 "threshold": p.threshold,
+                "pooling": p.pooling,
             }
         )
         if p.prune:
