@@ -13,7 +13,7 @@ HIGHER_IS_BETTER: dict[str, bool] = {
 }
 # The headline metric of each built-in task (a task's ``metric``; the report's fallback for a tree without
 # summaries).
-TASK_METRIC: dict[str, str] = {"lm": "perplexity", "mt": "bleu", "cls": "accuracy"}
+TASK_METRIC: dict[str, str] = {"lm": "perplexity", "mt": "bleu", "cls": "accuracy", "coherence": "accuracy"}
 
 
 def higher_is_better(metric: str) -> bool:

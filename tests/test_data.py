@@ -206,6 +206,29 @@ def test_cls_is_deterministic_and_limit_keeps_balance():
         assert Counter(small[split]["label"]) == {1: 26, 0: 25}
 
 
+def test_coherence_pairs_a_verse_with_the_next_or_a_far_one_of_its_chapter_and_overlap_cannot_tell():
+    """The harder pair task: positives are (v, v+1), negatives (v, w) of one chapter with |v - w| >= 3; both
+    sides WEB, splits by book, balanced; a word-overlap classifier stays near chance (<= 65 %, issue 13)."""
+    from heads.analysis.overlap import overlap_baseline
+
+    data = corpora.coherence()
+    web = bible.verses(corpora.WEB)
+    keys = defaultdict(list)
+    for key, text in web.items():
+        keys[text].append(key)
+    assert data["train"].features["label"].names == ["apart", "next"]
+    for split, d in data.items():
+        assert Counter(d["label"])[0] == Counter(d["label"])[1] == len(d) // 2 and len(d) > 400, split
+        for row in list(d)[:300]:
+            firsts = [k for k in keys[row["text_a"]] if corpora.split_of(k[0]) == split]
+            seconds = keys[row["text_b"]]
+            gaps = [b[2] - a[2] for a in firsts for b in seconds if a[:2] == b[:2]]
+            assert (1 in gaps) if row["label"] == 1 else any(abs(g) >= corpora.FAR for g in gaps), row
+    pairs = {s: list(zip(d["text_a"], d["text_b"], d["label"], strict=True)) for s, d in data.items()}
+    assert overlap_baseline(pairs["train"][:6000], pairs["test"])["accuracy"] <= 0.65
+    assert corpora.coherence(limit=51)["test"][:] == corpora.coherence(limit=51)["test"][:]
+
+
 def test_near_repeats_are_not_negatives():
     # Numbers 7 repeats itself; a neighbour saying the same as the true verse would be a wrong label.
     kjv = bible.verses(corpora.KJV)

@@ -1,6 +1,6 @@
-"""Tasks: data + model family + metric (``lm``, ``mt``, ``cls``)."""
+"""Tasks: data + model family + metric (``lm``, ``mt``, ``cls``, ``coherence``)."""
 
-from heads.tasks import cls, lm, mt  # noqa: F401  (registration)
+from heads.tasks import cls, coherence, lm, mt  # noqa: F401  (registration)
 from heads.tasks.base import Task
 from heads.tasks.registry import TASKS, get_task, register_task
 
