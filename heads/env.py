@@ -58,9 +58,9 @@ def record_precision(dtype_name: str | None) -> None:
         _AUTOCAST["precision"] = dtype_name
 
 
-def with_environment(result: Mapping[str, Any], model: Any = None) -> dict[str, Any]:
+def with_environment(result: Mapping[str, Any], model: Any = None, precision: str | None = None) -> dict[str, Any]:
     """``result`` with the environment added under ``environment`` (the one key every output uses)."""
-    return {**result, KEY: environment(model)}
+    return {**result, KEY: environment(model, precision=precision)}
 
 
 def fix_threads(threads: int | None, deterministic: bool = True, device: Any = None) -> None:

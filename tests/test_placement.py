@@ -144,3 +144,17 @@ def test_compiled_training_recompiles_after_pruning_and_matches_eager(data_root,
     compiled = train_run(smoke("lm", data_root, *overrides, "train.compile=true"), tmp_path / "compiled")
     assert compiled["head_layout"] == eager["head_layout"]
     assert compiled["value"] == pytest.approx(eager["value"], rel=1e-4)
+
+
+def test_a_diverged_run_records_its_environment_and_precision(data_root, tmp_path, monkeypatch):
+    """A loss that becomes NaN ends the run with a diverged summary naming the environment it ran in."""
+    from heads.train.loop import NonFiniteLoss
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "plugins"))
+    monkeypatch.setenv("HEADS_PLUGINS", "nan_at_step")
+    cfg = smoke("lm", data_root, "train.steps=8", "train.precision=bf16", "strategy.name=nan_at_step",
+                "strategy.params.at_step=3")
+    with pytest.raises(NonFiniteLoss, match="step 4"):
+        train_run(cfg, tmp_path / "run")
+    summary = json.loads((tmp_path / "run/summary.json").read_text())
+    assert summary["status"] == "diverged" and summary["environment"]["precision"] == "bfloat16"
