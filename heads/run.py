@@ -42,7 +42,7 @@ def hooks_for(cfg: RunConfig) -> list[Hook]:
 
 # Keys that change what is shown or where the run runs, never what it computes (beyond the float tolerance of
 # another device): a resume with another value is the same run (a GPU run may resume on a CPU, and back).
-DISPLAY_ONLY = (
+NOT_THE_RUN = (
     "train.progress", "train.device", "train.threads", "train.compile", "train.workers", "train.keep_checkpoint",
 )
 
@@ -50,7 +50,7 @@ DISPLAY_ONLY = (
 def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
     if isinstance(a, dict) and isinstance(b, dict):
         return [d for k in sorted(set(a) | set(b)) for d in _diff(a.get(k), b.get(k), f"{prefix}{k}.")]
-    if prefix.rstrip(".") in DISPLAY_ONLY:
+    if prefix.rstrip(".") in NOT_THE_RUN:
         return []
     return [] if a == b else [f"{prefix.rstrip('.')}: {a!r} -> {b!r}"]
 
@@ -73,8 +73,9 @@ def _finished(out: Path, wanted: dict) -> dict | None:
         raise BadFileError(f"{exc}; it is the run's record: restore it, or delete {out} to start over") from None
     if not isinstance(before, dict) or not {"task", "model", "train"} <= set(before):
         raise OutputConflict(f"heads train: {config_file} is not a run configuration; give --out a new folder")
-    if _diff(before, wanted):
-        changes = "; ".join(_diff(before, wanted)[:8])
+    changed = _diff(before, wanted)
+    if changed:
+        changes = "; ".join(changed[:8])
         raise RunConflict(f"{out} holds a run with another config ({changes}); use a new --out or delete it")
     if summary_file.exists():
         try:

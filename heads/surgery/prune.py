@@ -128,8 +128,8 @@ def _touch_cache(module: nn.Module, hidden_states: torch.Tensor, kwargs: dict) -
     head_dim = getattr(module, "head_dim", getattr(module, "attention_head_size", 1))
     # One zero head, not zero heads: a cache layer with no elements reports sequence length 0, and models
     # that take positions from the cache (``cache.get_seq_length()``, layer 0's) would restart them at 0.
-    placeholder = source.new_zeros(source.shape[0], 1, source.shape[1], head_dim)
-    target.update(placeholder, placeholder, layer)
+    zero_head = source.new_zeros(source.shape[0], 1, source.shape[1], head_dim)
+    target.update(zero_head, zero_head, layer)
 
 
 _headless_classes: dict[type, type] = {}

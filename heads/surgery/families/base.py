@@ -63,8 +63,10 @@ class Family:
     outer_out_path: ClassVar[str] = ""
 
     def head_counts(self, config, site_kind: SiteKind, stack: str) -> tuple[int, int, int]:
-        """(query heads, key/value heads, head dim) of a site in the unpruned model."""
-        raise NotImplementedError
+        """(query heads, key/value heads, head dim) of a site in the unpruned model; by default plain multi-head
+        attention read from ``num_attention_heads`` and ``hidden_size`` (BERT, GPT-2)."""
+        heads = config.num_attention_heads
+        return heads, heads, config.hidden_size // heads
 
     def resize(self, module: nn.Module, num_heads: int) -> None:
         """Keep the module's own head-count attributes true after pruning."""

@@ -21,10 +21,6 @@ class BertFamily(Family):
             return "causal"
         return pattern.kind
 
-    def head_counts(self, config, site_kind, stack):
-        heads = config.num_attention_heads
-        return heads, heads, config.hidden_size // heads
-
     def resize(self, module, num_heads):
         module.num_attention_heads = num_heads
         module.all_head_size = num_heads * module.attention_head_size

@@ -18,10 +18,6 @@ class GPT2Family(Family):
     patterns = FAMILY_PATTERNS["gpt2"]
     out_name = "c_proj"
 
-    def head_counts(self, config, site_kind, stack):
-        heads = config.num_attention_heads
-        return heads, heads, config.hidden_size // heads
-
     def resize(self, module, num_heads):
         # The forward splits c_attn's output into chunks of split_size (q, k, v); views use -1 heads.
         module.num_heads = num_heads
