@@ -55,7 +55,10 @@ def local_rank() -> int | None:
 
 
 def leave(world: World) -> None:
+    """Every rank leaves together: rank 0 evaluates and saves after training while the others are done, and a
+    rank tearing its group down while a peer still works was seen to hang at shutdown under load."""
     if world.distributed and dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
 
 
