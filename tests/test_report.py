@@ -588,3 +588,27 @@ def test_the_ledger_marks_verdicts_a_perturbation_flipped_as_fragile(tree_root, 
     with pytest.raises(UserError, match="absent.json: no such file"):
         _cli(["claims", "--runs", str(tree_root), "--replications", str(REPLICATIONS), "--out", str(out),
               "--robustness", str(tmp_path / "absent.json")])
+
+
+def test_a_folder_that_vanishes_while_the_tree_is_read_is_skipped(tree_root, tmp_path, monkeypatch):
+    # A running job rotates its checkpoint (temporary folder, rename, delete) while a table renders from the
+    # same tree; the report must read what is there, not die of the folder it listed a moment ago (CI did).
+    import os
+    import shutil
+
+    tree = tmp_path / "runs"
+    shutil.copytree(tree_root, tree)
+    doomed = tree / "lm" / "baseline" / "none" / "0.0" / "seed0" / "checkpoint.tmp-123"
+    (doomed / "model").mkdir(parents=True)
+    (doomed / "model" / "config.json").write_text("{}")
+    before = {r.name for r in RunTree(tree_root).runs}
+    real = os.scandir
+
+    def scandir_then_delete(path="."):
+        if not isinstance(path, int) and Path(path) == doomed and doomed.exists():
+            shutil.rmtree(doomed)  # listed in its parent a moment ago, gone when the walk enters it
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir_then_delete)
+    assert {r.name for r in RunTree(tree).runs} == before
+    assert not doomed.exists()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,17 @@ def read_json(path: Path) -> tuple[Any, str | None]:
         return json.loads(path.read_text()), None
     except (OSError, ValueError) as exc:
         return None, f"{path.name} unreadable ({exc.__class__.__name__})"
+
+
+def json_files(root: Path) -> list[Path]:
+    """Every ``*.json`` under ``root``, sorted. Jobs still running write into the same tree: a checkpoint's
+    temporary folder can vanish between being listed and being entered, which makes ``Path.rglob`` raise
+    (Python 3.11 forgives only permission errors). ``os.walk`` skips a folder it can no longer read."""
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        found += [Path(folder) / f for f in files if f.endswith(".json")]
+    return sorted(found)
 
 
 def read_jsonl_tolerant(path: Path) -> list[dict]:
@@ -235,7 +247,7 @@ class RunTree:
             self.problems.append(f"{self.root}: no such run folder")
             return runs
         seen: set[Path] = set()
-        for path in sorted(self.root.rglob("*.json")):
+        for path in json_files(self.root):
             if path.parent in seen or path.name not in ("summary.json", "config.json") and "analysis" not in \
                     path.relative_to(self.root).parts:
                 continue
