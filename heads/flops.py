@@ -6,7 +6,7 @@ architecture name and a head layout (site name -> kept original heads, as
 their heads, and ``layout=None`` is the unpruned model). That makes them a
 check on physical pruning and a yardstick for measured speed-ups.
 
-Supported: ``LlamaForCausalLM``/``LlamaModel``, ``BertModel``/
+Supported: ``LlamaForCausalLM``/``LlamaModel`` (and the same two of Mistral and Qwen2), ``BertModel``/
 ``BertForSequenceClassification`` (and the same two of RoBERTa and
 XLM-RoBERTa), ``MarianMTModel``/``MarianModel``,
 ``BartForConditionalGeneration``/``BartModel`` and ``GPT2LMHeadModel``/
@@ -79,8 +79,9 @@ class _Tally:
             self.params += d_in * d_out + (d_out if bias else 0)
         self.flops += 2 * d_in * d_out * per_token
 
-    def attention(self, d: int, stack: str, layer: int, kind: str, bias: bool) -> None:
-        """One attention site: q/k/v/o projections plus the attention matmuls."""
+    def attention(self, d: int, stack: str, layer: int, kind: str, bias: bool, o_bias: bool | None = None) -> None:
+        """One attention site: q/k/v/o projections plus the attention matmuls (``o_bias``: the output
+        projection's bias where it differs from q/k/v's, as in Qwen2)."""
         key = (stack, layer, kind)
         self.seen.add(key)
         heads, kv_heads, head_dim = self.family.head_counts(self.config, kind, stack)
@@ -90,7 +91,7 @@ class _Tally:
         self.linear(d, kv * head_dim, bias)  # k; for cross sites on source tokens, as many as target ones
         self.linear(d, kv * head_dim, bias)  # v
         # The output bias has d entries whatever the heads, so it stays when a site loses them all.
-        self.linear(q * head_dim, d, bias)
+        self.linear(q * head_dim, d, bias if o_bias is None else o_bias)
         kv_len = (self.seq_len + 1) / 2 if kind == "causal" else self.seq_len
         self.flops += 4 * q * head_dim * kv_len
 
@@ -127,10 +128,14 @@ def _kv_heads(key: SiteKey, kept: Iterable[int], group: int) -> int:
 
 
 def _llama(t: _Tally, c, head: bool) -> None:
-    d, bias, mlp_bias = c.hidden_size, c.attention_bias, c.mlp_bias
+    """Llama, Mistral and Qwen2: Llama's config says its biases; Mistral has none; Qwen2 biases q, k and v only."""
+    d = c.hidden_size
+    qkv_bias = {"mistral": False, "qwen2": True}.get(c.model_type, getattr(c, "attention_bias", False))
+    o_bias = False if c.model_type == "qwen2" else qkv_bias
+    mlp_bias = getattr(c, "mlp_bias", False)
     t.weights(c.vocab_size * d)
     for layer in range(c.num_hidden_layers):
-        t.attention(d, "", layer, "causal", bias)
+        t.attention(d, "", layer, "causal", qkv_bias, o_bias)
         t.linear(d, c.intermediate_size, mlp_bias)  # gate
         t.linear(d, c.intermediate_size, mlp_bias)  # up
         t.linear(c.intermediate_size, d, mlp_bias)  # down
@@ -235,6 +240,10 @@ def _gpt2(t: _Tally, c, head: bool) -> None:
 _ARCHITECTURES: dict[str, tuple[str, Callable[[_Tally, object, bool], None], bool]] = {
     "LlamaForCausalLM": ("llama", _llama, True),
     "LlamaModel": ("llama", _llama, False),
+    "MistralForCausalLM": ("mistral", _llama, True),
+    "MistralModel": ("mistral", _llama, False),
+    "Qwen2ForCausalLM": ("qwen2", _llama, True),
+    "Qwen2Model": ("qwen2", _llama, False),
     "BertForSequenceClassification": ("bert", _bert, True),
     "BertModel": ("bert", _bert, False),
     "MarianMTModel": ("marian", _marian, True),

@@ -5,7 +5,18 @@ from __future__ import annotations
 import random
 
 import pytest
-from transformers import LlamaConfig, LlamaForCausalLM, LlamaModel, MarianConfig, MarianMTModel, T5Config
+from transformers import (
+    LlamaConfig,
+    LlamaForCausalLM,
+    LlamaModel,
+    MarianConfig,
+    MarianMTModel,
+    MistralConfig,
+    MistralForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    T5Config,
+)
 
 from heads import models
 from heads.flops import Flops, count_params, flop_ratio, flops_per_token
@@ -53,6 +64,8 @@ def check_pruned_count(model, spec: dict[tuple[str, int], list[int]]) -> None:
     assert count_params(model.config, head_layout(model), architecture=arch(model)) == predicted
 
 
+LLAMA_STYLE = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2)
 LLAMA_CASES = {
     "full": (lambda: models.llama(d=32, heads=4, ff=48), {}),
     "partial": (lambda: models.llama(d=32, heads=4, ff=48), {("causal", 0): [1, 3], ("causal", 1): [0]}),
@@ -65,6 +78,9 @@ LLAMA_CASES = {
     "tied": (lambda: tiny_llama(tied=True, attention_bias=True), {("causal", 0): [0, 1]}),
     "head_dim": (lambda: models.llama(d=32, heads=4, ff=48, head_dim=4), {("causal", 1): [1]}),
     "base model": (lambda: tiny_llama(head=False), {("causal", 1): [0, 1]}),
+    # Llama-style families with their own bias rules: Mistral none, Qwen2 on q/k/v and not on o
+    "mistral": (lambda: MistralForCausalLM(MistralConfig(**LLAMA_STYLE)), {("causal", 0): [2, 3]}),
+    "qwen2": (lambda: Qwen2ForCausalLM(Qwen2Config(**LLAMA_STYLE)), {("causal", 1): [0, 1, 2, 3]}),
 }
 
 

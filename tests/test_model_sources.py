@@ -34,6 +34,12 @@ def checkpoint(family: str, tok, folder: Path) -> Path:
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
             vocab_size=v, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, pad_token_id=pad, eos_token_id=eos, bos_token_id=bos))
+    elif family in ("mistral", "qwen2"):  # Llama-style with grouped-query attention; Qwen2 has q/k/v biases
+        cls, config = ((transformers.MistralForCausalLM, transformers.MistralConfig) if family == "mistral"
+                       else (transformers.Qwen2ForCausalLM, transformers.Qwen2Config))
+        model = cls(config(vocab_size=v, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, pad_token_id=pad, eos_token_id=eos,
+                           bos_token_id=bos))
     elif family == "gpt2":
         model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
             vocab_size=v, n_embd=32, n_layer=2, n_head=4, n_positions=128, eos_token_id=eos, bos_token_id=bos))
@@ -59,7 +65,7 @@ def checkpoint(family: str, tok, folder: Path) -> Path:
     return folder
 
 
-TASK_OF = {"llama": "lm", "gpt2": "lm", "bert": "cls", "roberta": "cls", "marian": "mt", "bart": "mt"}
+TASK_OF = {"llama": "lm", "mistral": "lm", "qwen2": "lm", "gpt2": "lm", "bert": "cls", "roberta": "cls", "marian": "mt", "bart": "mt"}
 
 
 @pytest.mark.parametrize("family", sorted(TASK_OF))

@@ -4,6 +4,7 @@ given as a folder or a hub id, with the task's head whatever the checkpoint's ``
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -82,7 +83,29 @@ def task_tokenizer(task: Task, cfg: RunConfig):
             "a pretrained model is never given a fresh BPE: save its tokenizer beside it (save_pretrained)"
         )
     local = _is_local(where)
+    if local and _generic_tokenizer(where):
+        # Saved as a plain tokenizer.json (TokenizersBackend / PreTrainedTokenizerFast): load exactly that.
+        # AutoTokenizer would rebuild some model types' own pipelines from its vocabulary instead (Qwen2's
+        # pre-tokenizer and unknown token replace the saved ones), and the model would see other ids.
+        from transformers import TokenizersBackend
+
+        return TokenizersBackend.from_pretrained(where, local_files_only=True)
     return _from_hub("tokenizer", where, lambda: AutoTokenizer.from_pretrained(where, local_files_only=local))
+
+
+GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")
+
+
+def _generic_tokenizer(folder: Path) -> bool:
+    """Whether a local tokenizer was saved as a plain ``tokenizer.json`` under a generic class."""
+    config = folder / "tokenizer_config.json"
+    if not (folder / "tokenizer.json").is_file() or not config.is_file():
+        return False
+    try:
+        declared = json.loads(config.read_text()).get("tokenizer_class")
+    except (OSError, ValueError):
+        return False
+    return declared in GENERIC_TOKENIZERS
 
 
 def build_or_load(cfg: RunConfig, fresh: Callable[[], nn.Module], task: Task, **head: Any) -> nn.Module:
