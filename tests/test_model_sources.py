@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+import tokenizers
 import torch
 import transformers
 from conftest import smoke
@@ -18,6 +19,7 @@ from heads.data.tokenizer import tokenizer as bpe
 from heads.surgery import apply_layout, head_layout, load, prune_heads, save, sites
 from heads.surgery.stock import MARK, REFUSED_TYPE
 from heads.tasks import get_task
+from heads.tasks.text import saved_tokenizer
 
 
 def bpe_for(task: str, data_root: Path):
@@ -65,7 +67,8 @@ def checkpoint(family: str, tok, folder: Path) -> Path:
     return folder
 
 
-TASK_OF = {"llama": "lm", "mistral": "lm", "qwen2": "lm", "gpt2": "lm", "bert": "cls", "roberta": "cls", "marian": "mt", "bart": "mt"}
+TASK_OF = {"llama": "lm", "mistral": "lm", "qwen2": "lm", "gpt2": "lm", "bert": "cls", "roberta": "cls",
+           "marian": "mt", "bart": "mt"}
 
 
 @pytest.mark.parametrize("family", sorted(TASK_OF))
@@ -82,6 +85,10 @@ def test_a_local_checkpoint_trains_scores_ablates_and_prunes_by_config_alone(fam
     assert summary["status"] == "ok"
     # the run kept the checkpoint's own tokenizer (a fresh BPE would be another vocabulary)
     assert json.loads((run / "model/tokenizer.json").read_text()) == json.loads((source / "tokenizer.json").read_text())
+    # and the analyses read it back as saved (AutoTokenizer rebuilds Qwen2's pipeline over a plain tokenizer.json)
+    text = "In the beginning, God's 1234 words: 'Let there be light.'"
+    exact = tokenizers.Tokenizer.from_file(str(source / "tokenizer.json")).encode(text).ids
+    assert saved_tokenizer(run / "model")(text)["input_ids"] == exact
     assert main(["score", str(run), "--scorer", "importance", "--batches", "1", "--out", str(tmp_path / "s.json")]) == 0
     assert main(["ablate", str(run), "--batches", "1", "--out", str(tmp_path / "a.json")]) == 0
     assert main(["prune", str(run), "--strategy", "posthoc", "--param", "ratio=0.5", "batches=1",

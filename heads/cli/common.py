@@ -108,13 +108,12 @@ class Loaded:
 def load_for_task(args: argparse.Namespace, head: bool = True) -> Loaded:
     """Model, tokenizer and task configuration for commands that score or evaluate a trained model
     (``head``: the model must have the task's output head; speed and roles measure bare encoders too)."""
-    from transformers import AutoTokenizer
-
     from heads.config import ConfigError
     from heads.env import fix_threads
     from heads.placement import Placement
     from heads.surgery import load
     from heads.tasks import get_task
+    from heads.tasks.text import saved_tokenizer
 
     model_dir = resolve_source(args.source)
     run_dir = model_dir.parent if model_dir == Path(args.source) / "model" else None
@@ -129,7 +128,7 @@ def load_for_task(args: argparse.Namespace, head: bool = True) -> Loaded:
     task = get_task(cfg.task)
     task.check_model(model, str(model_dir), head=head)
     if (model_dir / "tokenizer.json").exists() or (model_dir / "tokenizer_config.json").exists():
-        tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+        tokenizer = saved_tokenizer(model_dir)
     else:
         tokenizer = task.tokenizer(cfg)
     if run_dir is not None and (run_dir / "checkpoint" / "state.json").is_file():

@@ -82,15 +82,23 @@ def task_tokenizer(task: Task, cfg: RunConfig):
             f"model.source {where}: the folder holds no tokenizer (tokenizer.json or tokenizer_config.json); "
             "a pretrained model is never given a fresh BPE: save its tokenizer beside it (save_pretrained)"
         )
-    local = _is_local(where)
-    if local and _generic_tokenizer(where):
-        # Saved as a plain tokenizer.json (TokenizersBackend / PreTrainedTokenizerFast): load exactly that.
-        # AutoTokenizer would rebuild some model types' own pipelines from its vocabulary instead (Qwen2's
-        # pre-tokenizer and unknown token replace the saved ones), and the model would see other ids.
-        from transformers import TokenizersBackend
+    if _is_local(where):
+        return _from_hub("tokenizer", where, lambda: saved_tokenizer(where))
+    return _from_hub("tokenizer", where, lambda: AutoTokenizer.from_pretrained(where, local_files_only=False))
 
-        return TokenizersBackend.from_pretrained(where, local_files_only=True)
-    return _from_hub("tokenizer", where, lambda: AutoTokenizer.from_pretrained(where, local_files_only=local))
+
+def saved_tokenizer(folder: Path):
+    """The tokenizer saved in a local folder, as it was saved.
+
+    One saved as a plain ``tokenizer.json`` (TokenizersBackend / PreTrainedTokenizerFast: our BPE, and every
+    run's model folder) loads as exactly that: AutoTokenizer would rebuild some model types' own pipelines over
+    its vocabulary instead (Qwen2's pre-tokenizer and unknown token replace the saved ones), and the model
+    would be fed other ids than it was trained on."""
+    from transformers import AutoTokenizer, TokenizersBackend
+
+    if _generic_tokenizer(folder):
+        return TokenizersBackend.from_pretrained(folder, local_files_only=True)
+    return AutoTokenizer.from_pretrained(folder, local_files_only=True)
 
 
 GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")
