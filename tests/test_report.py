@@ -227,7 +227,8 @@ def _analyses(runs: Path, s: int) -> None:
             abo[site] = {"site": site, "best_head": 1, "loss": 3.0 * (1 + rel), "baseline_loss": 3.0,
                          "accuracy": 0.3, "baseline_accuracy": 0.32, "delta_loss": 3.0 * rel}
         _write(runs / task / "analysis" / "ablation" / f"seed{s}.json", {
-            "baseline_loss": 3.0, "baseline_accuracy": 0.32, "examples": 64, "test": "loss", "heads": heads,
+            "baseline_loss": 3.0, "baseline_accuracy": 0.32, "examples": 64,
+            "test": {"mt": "bleu", "cls": "accuracy"}.get(task, "loss"), "heads": heads,
             "all_but_one": abo})
     curves = {"importance": [1.01, 1.02, 1.05, 1.10, 1.30], "random": [1.05, 1.15, 1.30, 1.50, 1.90],
               "similarity": [1.03, 1.08, 1.18, 1.30, 1.60]}
@@ -511,6 +512,11 @@ def test_effects_are_the_claimed_quantities(tree_root):
     share = evaluate(_claim(kind="value", task="mt", a={"from": "ablation", "measure": "significant_share",
                                                         "site_kind": "self"}, direction="less"), tree)
     assert share.estimate.mean == pytest.approx(1 / 8) and share.estimate.n == 3
+    # a claim on BLEU's bootstrap reads only ablations that ran it: the classifier's ran the accuracy test
+    for task, n in (("mt", 3), ("cls", 0)):
+        tested = evaluate(_claim(kind="value", task=task, a={"from": "ablation", "measure": "significant_share",
+                                                             "test": "bleu"}, direction="less"), tree)
+        assert tested.estimate.n == n, (task, tested)
     removable = evaluate(_claim(kind="value", task="mt", a={"from": "curve", "scorer": "importance",
                                                             "measure": "removable", "budget": 0.028}), tree)
     assert removable.per_seed == {0: 0.25, 1: 0.25, 2: 0.25}

@@ -212,24 +212,53 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 
     if args.chunk < 1:
         raise fail(f"ablate: --chunk must be >= 1, got {args.chunk}")
+    if args.samples < 1:
+        raise fail(f"ablate: --samples must be >= 1, got {args.samples}")
     check_out_file(args.out)
     loaded = load_for_task(args)
     batches = scoring_batches(loaded, args.split, args.batches)
-    params = AblationParams(test=args.test, chunk=args.chunk)
+    task, cfg = loaded.task, loaded.cfg
+    if args.test == "bleu" and not hasattr(task, "decoding_set"):
+        raise fail(f"ablate: --test bleu decodes translations; task {cfg.task!r} does not translate "
+                   "(use --test loss or accuracy)")
+    # The loss and accuracy changes are measured either way (the ablation figure and all-but-one use them);
+    # with --test bleu the significance of each head comes from BLEU's paired bootstrap instead.
+    params = AblationParams(test="loss" if args.test == "bleu" else args.test, chunk=args.chunk)
     with loaded.placement.autocast():
         table = ablation_table(loaded.model, batches, params)
         others = all_but_one(loaded.model, batches, chunk=args.chunk)
+        bleu = None
+        if args.test == "bleu":
+            from heads.scoring.bleu_ablation import bleu_ablation
+
+            data, refs = task.decoding_set(cfg, loaded.tokenizer, args.split)
+            bleu = bleu_ablation(loaded.model, lambda: task.translate(loaded.model, cfg, loaded.tokenizer, data),
+                                 refs, samples=args.samples)
+    rows = [asdict(r) for r in table.rows]
+    extra = {}
+    if bleu is not None:
+        by_head = {(b.site, b.position): b for b in bleu.rows}
+        for row in rows:
+            b = by_head[(row["site"], row["position"])]
+            row.update(delta_bleu=b.delta_bleu, bleu=b.bleu, p_value_loss=row["p_value"], p_value=b.p_value,
+                       significant=b.p_value < params.alpha)
+        extra = {"baseline_bleu": bleu.baseline_bleu, "bleu_sentences": bleu.sentences,
+                 "bleu_signature": bleu.signature, "bleu_beams": cfg.eval.beams,
+                 "bootstrap": {"method": "paired bootstrap (sacrebleu PairedTest, bs)", "samples": bleu.samples,
+                               "seed": bleu.seed}}
     result = with_identity(args, {
         "baseline_loss": table.baseline_loss,
         "baseline_accuracy": table.baseline_accuracy,
         "examples": table.examples,
         "test": args.test,
-        "heads": [asdict(r) for r in table.rows],
+        **extra,
+        "heads": rows,
         "all_but_one": {site: asdict(r) for site, r in others.items()},
     })
     write_json(args.out, with_environment(result, loaded.model))
-    significant = sum(r.significant for r in table.rows)
-    print(f"{len(table.rows)} heads ablated one at a time; {significant} change the loss significantly -> {args.out}")
+    significant = sum(r["significant"] for r in rows)
+    what = "BLEU" if bleu is not None else f"the {params.test}"
+    print(f"{len(rows)} heads ablated one at a time; {significant} change {what} significantly -> {args.out}")
     return 0
 
 
@@ -299,7 +328,10 @@ def register(sub) -> None:
 
     p = sub.add_parser("ablate", help="Michel's single-head ablation table and all-but-one per site")
     _scoring_options(p)
-    p.add_argument("--test", default="loss", choices=["loss", "accuracy"], help="paired test per head")
+    p.add_argument("--test", default="loss", choices=["loss", "accuracy", "bleu"],
+                   help="paired test per head: a t-test over examples on the loss or accuracy, or (translation) "
+                        "BLEU's paired bootstrap over the decoded sentences, as Michel et al.")
+    p.add_argument("--samples", type=int, default=1000, help="bootstrap resamples of --test bleu")
     p.add_argument("--chunk", type=int, default=8, help="ablations per batched forward pass")
     p.add_argument("--out", type=Path, required=True)
     add_identity_option(p)

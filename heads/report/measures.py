@@ -29,7 +29,7 @@ MEASURES = {
 }
 KEYS = {
     "run": {"variant", "strategy", "ratio", "field", "pick", "target", "pruned"},
-    "ablation": {"measure", "site_kind", "alpha"},
+    "ablation": {"measure", "site_kind", "alpha", "test"},
     "all_but_one": {"measure", "site_kind", "budget", "relative"},
     "curve": {"scorer", "measure", "field", "ratio", "upto", "budget"},
     "curve_at": {"step", "measure", "field", "ratio", "upto", "budget"},
@@ -218,6 +218,8 @@ def _ablation(tree: RunTree, sel: Mapping[str, Any]) -> Series:
         return isinstance(p, (int, float)) and p < float(alpha)
 
     def fn(data: dict) -> float | None:
+        if sel.get("test") is not None and data.get("test") != sel["test"]:
+            return None  # significance by another test than the claim's (a loss t-test is not BLEU's bootstrap)
         rows = [r for r in data.get("heads", []) if isinstance(r, dict)
                 and (kinds is None or site_kind(str(r.get("site", ""))) in kinds)]
         if not rows:

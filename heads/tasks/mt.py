@@ -88,15 +88,20 @@ class Translation(Task):
     def tokens(self, batch) -> int:
         return int(batch["attention_mask"].sum() + (batch["labels"] != IGNORE).sum())
 
-    def evaluate(self, model, cfg: RunConfig, tokenizer, split: str) -> dict:
+    def decoding_set(self, cfg: RunConfig, tokenizer, split: str) -> tuple[list, list[str]]:
+        """The encoded pairs a translation is scored on (the first ``eval.max_examples``) and their whole
+        references: what ``evaluate`` decodes, and what a BLEU ablation decodes once per head."""
         data = self.examples(cfg, tokenizer, split)[: max(1, cfg.eval.max_examples)]
+        return data, self.references(cfg, tokenizer, split)[: len(data)]
+
+    def evaluate(self, model, cfg: RunConfig, tokenizer, split: str) -> dict:
+        data, refs = self.decoding_set(cfg, tokenizer, split)
         loss, _ = mean_loss(
             model,
             eval_batches(data, cfg.data.batch_size, self.collate),
             lambda mod, b: self.loss(mod, b, cfg),
             lambda b: int((b["labels"] != IGNORE).sum()),
         )
-        refs = self.references(cfg, tokenizer, split)[: len(data)]
         hyps = self.translate(model, cfg, tokenizer, data)
         return {**corpus_scores(hyps, refs), "loss": loss, "split": split, "beams": cfg.eval.beams}
 

@@ -20,9 +20,12 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                 for t in tasks}
         out += base.values()
         for task in s["ablation_tasks"]:
+            # the paper's tests: BLEU's paired bootstrap for translation (decoding the curves' sentences, greedy),
+            # a paired test on per-example accuracy for the classifier, on the loss otherwise
+            test = {"mt": "bleu", "cls": "accuracy"}.get(task, "loss")
             out.append(RunSpec(analysis_label(task, "ablation", seed=seed), "ablate", REPLICATION, task, seed,
-                               "ablation", options={"batches": s["curve_batches"],
-                                                    "test": "accuracy" if task == "cls" else "loss"},
+                               "ablation", options={"batches": s["curve_batches"], "test": test},
+                               config=curve_eval if test == "bleu" else {},
                                paths={"source": base[task].label}, after=(base[task].label,)))
         if "cls" in tasks:  # what word overlap alone reaches on the same examples (the cls claims' precondition)
             out.append(RunSpec(analysis_label("cls", "trivial", seed=seed), "trivial", REPLICATION, "cls", seed,
