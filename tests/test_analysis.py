@@ -184,3 +184,30 @@ def test_forward_inputs_drop_what_the_model_does_not_take():
     mt = {k: v for k, v in batch_for("marian").items() if k != "decoder_input_ids"}
     inputs = forward_inputs(marian, mt, labels=False)
     assert "labels" not in inputs and inputs["decoder_input_ids"].shape == mt["labels"].shape
+
+
+def test_rare_token_share_against_the_attention_maps_themselves():
+    # Voita et al.'s rare-token role, recomputed here from the model's own attention maps (eager,
+    # output_attentions): the share of real queries whose largest weight falls on their sentence's rarest token.
+    from heads.analysis.roles import token_counts
+
+    model = build("bert")
+    batch = batch_for("bert")
+    counts = token_counts([batch_for("bert", batch=8, seed=s) for s in range(3)], 256)
+    assert counts.sum() == sum(int(batch_for("bert", batch=8, seed=s)["attention_mask"].sum()) for s in range(3))
+    roles = head_roles(model, [batch], counts)
+    mask = batch["attention_mask"].bool()
+    freq = counts[batch["input_ids"]].masked_fill(~mask, float("inf"))
+    rarest = freq.argmin(-1)  # [B]
+    model.set_attn_implementation("eager")
+    with torch.no_grad():
+        maps = model(**{k: v for k, v in batch.items() if k != "labels"}, output_attentions=True).attentions
+    for site, attn in zip(sites(model), maps, strict=True):  # one self site per layer, in order
+        top = attn.argmax(-1)  # [B, H, T]
+        hits = (top == rarest[:, None, None]).permute(0, 2, 1)[mask]  # [real queries, H]
+        torch.testing.assert_close(roles[site.name]["rare"], hits.float().mean(0))
+    # without frequencies, no rare-token role; causal and cross sites never have one
+    assert all(entry["rare"] is None for entry in head_roles(model, [batch]).values())
+    marian = build("marian")
+    rare = head_roles(marian, [batch_for("marian")], token_counts([batch_for("marian")], 256))
+    assert {s.kind for s in sites(marian) if rare[s.name]["rare"] is not None} == {"self"}

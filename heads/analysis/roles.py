@@ -6,7 +6,12 @@
   weight falls on the token just before / after the query;
 * ``positional``: the larger of the two, Voita et al.'s criterion: a head is
   positional when at least 90 % of the time its maximum attention goes to one
-  specific relative position, in practice -1 or +1.
+  specific relative position, in practice -1 or +1;
+* ``rare``: share of real query tokens whose largest attention weight falls on
+  the least frequent token of their sentence (Voita et al.'s rare-token heads;
+  frequencies are token counts over the training split, ties go to the first
+  such token). Only self sites have it: their keys are the sentence's own input
+  tokens, all visible; causal and cross sites get ``None``.
 
 Relative positions mean something only where queries and keys are the same
 sequence (self and causal sites); cross sites get ``None`` for the positional
@@ -49,6 +54,7 @@ class HeadRole:
     next: float | None
     is_positional: bool
     kept: bool
+    rare: float | None = None
 
 
 def _batch_size(batch: Mapping[str, Any]) -> int:
@@ -58,16 +64,40 @@ def _batch_size(batch: Mapping[str, Any]) -> int:
     raise ValueError("a batch without tensors")
 
 
-def head_roles(model: nn.Module, batches: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, torch.Tensor | None]]:
-    """Per site (heads in ``head_layout`` order): ``confidence``, ``previous``, ``next``, ``positional``, ``rows``.
+def token_counts(batches: Iterable[Mapping[str, Any]], vocab_size: int) -> torch.Tensor:
+    """How often each token id occurs among the real (unmasked) ``input_ids`` of ``batches``: [vocab_size]."""
+    counts = torch.zeros(vocab_size, dtype=torch.float64)
+    for batch in batches:
+        ids = batch["input_ids"]
+        mask = batch.get("attention_mask")
+        real = ids[mask.bool()] if torch.is_tensor(mask) and mask.shape == ids.shape else ids.reshape(-1)
+        counts += torch.bincount(real.reshape(-1).cpu(), minlength=vocab_size)[:vocab_size].double()
+    return counts
 
-    Positional entries are None at cross sites. Batches are task batches;
-    entries the model's forward does not take (a bare encoder's labels) are dropped.
+
+def _rarest(batch: Mapping[str, Any], counts: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
+    """Per sequence, the position of its least frequent real input token (the first, on ties): [B]."""
+    ids = batch.get("input_ids")
+    if not torch.is_tensor(ids) or tuple(ids.shape) != tuple(mask.shape):
+        return None
+    freq = counts.to(ids.device)[ids.clamp(0, counts.numel() - 1)]
+    return freq.masked_fill(~mask, float("inf")).argmin(-1)
+
+
+def head_roles(model: nn.Module, batches: Iterable[Mapping[str, Any]],
+               counts: torch.Tensor | None = None) -> dict[str, dict[str, torch.Tensor | None]]:
+    """Per site (heads in ``head_layout`` order): ``confidence``, ``previous``, ``next``, ``positional``,
+    ``rare`` and ``rows``.
+
+    Positional entries are None at cross sites; ``rare`` (with token ``counts``, :func:`token_counts`) only at
+    self sites. Batches are task batches; entries the model's forward does not take (a bare encoder's labels)
+    are dropped.
     """
     by_name = site_map(model)
     conf: dict[str, torch.Tensor] = {}
     prev: dict[str, torch.Tensor] = {}
     nxt: dict[str, torch.Tensor] = {}
+    rare: dict[str, torch.Tensor] = {}
     rows: dict[str, int] = {}
     current: dict[str, Any] = {}
 
@@ -87,6 +117,10 @@ def head_roles(model: nn.Module, batches: Iterable[Mapping[str, Any]]) -> dict[s
         top = p.argmax(-1)  # [N, H]
         prev[name] = prev.get(name, 0) + (top == (positions - 1)[:, None]).double().sum(0).cpu()
         nxt[name] = nxt.get(name, 0) + (top == (positions + 1)[:, None]).double().sum(0).cpu()
+        rarest = _rarest(batch, counts, mask) if counts is not None and site.kind == "self" else None
+        if rarest is not None:
+            sequence = torch.arange(size, device=p.device)[:, None].expand(size, length)[mask]  # rows are b-major
+            rare[name] = rare.get(name, 0) + (top == rarest[sequence][:, None]).double().sum(0).cpu()
 
     with scoring_mode(model, eager=True):
         layout = head_layout(model)
@@ -105,6 +139,7 @@ def head_roles(model: nn.Module, batches: Iterable[Mapping[str, Any]]) -> dict[s
             entry["previous"] = (prev.get(name, zeros) / n).float()
             entry["next"] = (nxt.get(name, zeros) / n).float()
             entry["positional"] = torch.maximum(entry["previous"], entry["next"])
+        entry["rare"] = (rare[name] / n).float() if name in rare else None
         out[name] = entry
     return out
 
@@ -126,14 +161,16 @@ def role_table(
     batches: Iterable[Mapping[str, Any]],
     reference: nn.Module | None = None,
     threshold: float = THRESHOLD,
+    counts: torch.Tensor | None = None,
 ) -> list[HeadRole]:
-    """One :class:`HeadRole` per head: of ``model``, or of ``reference`` with ``kept`` from ``model``'s layout."""
+    """One :class:`HeadRole` per head: of ``model``, or of ``reference`` with ``kept`` from ``model``'s layout;
+    ``counts`` (token frequencies, :func:`token_counts`) add the rare-token share at self sites."""
     kept_layout = head_layout(model)
     measured = model
     if reference is not None:
         _check_reference(kept_layout, head_layout(reference))
         measured = reference
-    roles = head_roles(measured, list(batches))
+    roles = head_roles(measured, list(batches), counts)
     layout = head_layout(measured)
     table = []
     for site in site_map(measured).values():
@@ -148,6 +185,7 @@ def role_table(
                 next=None if entry["next"] is None else float(entry["next"][pos]),
                 is_positional=positional is not None and positional >= threshold,
                 kept=head in kept_layout[site.name],
+                rare=None if entry["rare"] is None else float(entry["rare"][pos]),
             ))
     return table
 
@@ -167,6 +205,7 @@ def summarize(table: list[HeadRole]) -> dict[str, dict]:
             "heads": len(rows),
             "confidence": _mean([r.confidence for r in rows]),
             "positional": _mean(with_pos),
+            "rare": _mean([r.rare for r in rows if r.rare is not None]),
             "positional_heads": positional_heads,
             "positional_share": positional_heads / len(with_pos) if with_pos else None,
         }

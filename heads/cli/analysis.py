@@ -148,6 +148,17 @@ def _width(batch: dict) -> int:
     return int(ids.shape[1]) if ids is not None and ids.dim() > 1 else 0
 
 
+def training_token_counts(loaded):
+    """Token frequencies over the training split's real input tokens (what makes a token rare, for roles)."""
+    from heads.analysis.roles import token_counts
+    from heads.tasks.batching import eval_batches
+
+    cfg = loaded.cfg
+    train = loaded.task.examples(cfg, loaded.tokenizer, "train")
+    vocab = max(len(loaded.tokenizer), int(getattr(loaded.model.config, "vocab_size", 0) or 0))
+    return token_counts(eval_batches(train, cfg.data.batch_size, loaded.task.collate), vocab)
+
+
 def cmd_roles(args: argparse.Namespace) -> int:
     from heads.analysis.roles import role_table, roles_result
     from heads.io import write_json
@@ -159,9 +170,10 @@ def cmd_roles(args: argparse.Namespace) -> int:
     loaded = load_for_task(args, head=False)
     reference = load(resolve_source(args.reference)).to(loaded.placement.device) if args.reference else None
     batches = scoring_batches(loaded, args.split, args.batches)
+    counts = training_token_counts(loaded)
     try:
         with loaded.placement.autocast():
-            table = role_table(loaded.model, batches, reference=reference, threshold=args.threshold)
+            table = role_table(loaded.model, batches, reference=reference, threshold=args.threshold, counts=counts)
     except ValueError as exc:
         raise fail(f"roles: {exc}") from None
     result = roles_result(
@@ -171,14 +183,16 @@ def cmd_roles(args: argparse.Namespace) -> int:
         split=args.split,
         batches=len(batches),
         threshold=args.threshold,
+        frequencies={"split": "train", "tokens": int(counts.sum())},
     )
     if args.out:
         write_json(args.out, with_identity(args, with_environment(result, loaded.model)))
-    print(f"{'site':<12} {'head':>4} {'conf':>6} {'pos':>6} kept")
+    print(f"{'site':<12} {'head':>4} {'conf':>6} {'pos':>6}  {'rare':>6} kept")
     for r in table:
         pos = f"{r.positional:.3f}" if r.positional is not None else "-"
+        rare = f"{r.rare:.3f}" if r.rare is not None else "-"
         mark = "*" if r.is_positional else " "
-        print(f"{r.label:<12} {r.head:>4} {r.confidence:>6.3f} {pos:>6}{mark} {'yes' if r.kept else 'no'}")
+        print(f"{r.label:<12} {r.head:>4} {r.confidence:>6.3f} {pos:>6}{mark} {rare:>6} {'yes' if r.kept else 'no'}")
     print(json.dumps(result["summary"], indent=2))
     return 0
 

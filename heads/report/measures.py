@@ -34,7 +34,7 @@ KEYS = {
     "curve": {"scorer", "measure", "field", "ratio", "upto", "budget"},
     "curve_at": {"step", "measure", "field", "ratio", "upto", "budget"},
     "speed": {"measure", "ratio", "batch"},
-    "roles": {"lam", "pick", "measure", "field"},
+    "roles": {"lam", "pick", "measure", "field", "site_kind"},
 }
 TTT_FIELDS = {"time_to_target", "steps_to_target"}
 
@@ -422,7 +422,11 @@ def _roles(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     if len(lams) > 1:
         return Series(label, missing=[f"{task}: roles of {', '.join(lams)} match; name one or add pick"])
 
+    kinds = _kinds(sel)
+
     def fn(rows: list[dict]) -> float | None:
+        if kinds is not None:  # Voita et al. describe the encoder's self-attention heads
+            rows = [r for r in rows if (r.get("kind") or site_kind(str(r.get("site", "")))) in kinds]
         kept = [float(r[fld]) for r in rows if r.get("kept") and isinstance(r.get(fld), (int, float))]
         gone = [float(r[fld]) for r in rows if not r.get("kept") and isinstance(r.get(fld), (int, float))]
         k = sum(kept) / len(kept) if kept else None

@@ -201,23 +201,25 @@ def l0_table(tree: RunTree) -> Table:
 
 def roles_table(tree: RunTree) -> Table:
     cols = ["task", "lam", "kept", "n_seeds", "heads", "confidence", "ci_low", "ci_high", "positional",
-            "positional_ci_low", "positional_ci_high"]
+            "positional_ci_low", "positional_ci_high", "rare", "rare_ci_low", "rare_ci_high"]
     rows = []
     for task in tree.tasks:
         for lam in tree.role_lams(task):
             per_seed = tree.roles(task, lam)
             for kept in (True, False):
-                conf, pos, counts = [], [], []
+                conf, pos, rare, counts = [], [], [], []
                 for heads in per_seed.values():
                     rs = [h for h in heads if bool(h.get("kept")) == kept]
                     if rs:
                         counts.append(len(rs))
                         conf.append(mean(h.get("confidence") for h in rs))
                         pos.append(mean(h.get("positional") for h in rs))
-                rows.append([task, lam, kept, len(counts), mean(counts), *ci(conf), *ci(pos)])
+                        rare.append(mean(h.get("rare") for h in rs))
+                rows.append([task, lam, kept, len(counts), mean(counts), *ci(conf), *ci(pos), *ci(rare)])
     return Table("Roles of kept and pruned heads", cols, rows, caption=(
-        "Per seed, the mean confidence (mean max attention weight) and positional share (attention on the "
-        "previous/next token) of the heads the L0 model kept vs pruned (Voita et al.); mean over seeds, 95 % CI."))
+        "Per seed, the mean confidence (mean max attention weight), positional share (attention on the "
+        "previous/next token) and rare-token share (attention on the sentence's least frequent token; self "
+        "sites only) of the heads the L0 model kept vs pruned (Voita et al.); mean over seeds, 95 % CI."))
 
 
 # -- overprovisioning ----------------------------------------------------------------------------------
