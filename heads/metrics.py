@@ -16,6 +16,19 @@ HIGHER_IS_BETTER: dict[str, bool] = {
 TASK_METRIC: dict[str, str] = {"lm": "perplexity", "mt": "bleu", "cls": "accuracy", "coherence": "accuracy"}
 
 
+# The values a metric can take: a Student-t interval of a mean near a bound can reach past it (an accuracy CI up
+# to 1.019), which tables clip to; the mean itself never needs it.
+RANGE: dict[str, tuple[float, float]] = {
+    "bleu": (0.0, 100.0),
+    "chrf": (0.0, 100.0),
+    "accuracy": (0.0, 1.0),
+    "share": (0.0, 1.0),
+    "perplexity": (1.0, float("inf")),
+    "bits_per_token": (0.0, float("inf")),
+    "loss": (0.0, float("inf")),
+}
+
+
 def higher_is_better(metric: str) -> bool:
     """Whether larger values of ``metric`` are better (an unknown metric: smaller is, as for losses)."""
     return HIGHER_IS_BETTER.get(metric, False)

@@ -290,3 +290,14 @@ def test_random_orders_average_level_by_level():
          {"level": 2, "ratio": 0.5, "bleu": 1.0, "removed": {}}]
     assert mean_curve([a, b]) == [{"level": 0, "ratio": 0.0, "bleu": 10.0, "orders": 2},
                                   {"level": 1, "ratio": 0.25, "bleu": 7.0, "orders": 2}]
+
+
+def test_table_intervals_stay_inside_what_a_bounded_metric_can_take():
+    from heads.report.tables import ci
+
+    near_one = [0.99, 0.97, 1.0]
+    mean, low, high = ci(near_one, "accuracy")
+    raw = ci(near_one)
+    assert raw[2] > 1.0 and high == 1.0 and low == raw[1] and mean == raw[0]  # only the bound moves
+    assert ci([0.1, 0.0, 0.3], "bleu")[1] == 0.0 and ci([0.1, 0.0, 0.3])[1] < 0.0
+    assert ci([0.1, 0.0, 0.3], "not-a-metric") == ci([0.1, 0.0, 0.3])  # unknown metrics: no bounds assumed

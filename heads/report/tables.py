@@ -6,6 +6,7 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 
+from heads.metrics import RANGE
 from heads.report.collect import Run, RunTree
 from heads.report.fmt import Table
 from heads.report.measures import curve_series, speed_samples
@@ -15,10 +16,15 @@ from heads.report.stats import estimate
 CI = ["mean", "ci_low", "ci_high"]
 
 
-def ci(values: Iterable[float | None]) -> list[float | None]:
-    """``[mean, ci_low, ci_high]`` over the non-missing values."""
+def ci(values: Iterable[float | None], metric: str | None = None) -> list[float | None]:
+    """``[mean, ci_low, ci_high]`` over the non-missing values; with a bounded ``metric`` (heads.metrics.RANGE)
+    the interval is clipped to the values the metric can take."""
     est = estimate([v for v in values if v is not None])
-    return [est.mean, est.ci_low, est.ci_high]
+    low, high = est.ci_low, est.ci_high
+    if metric in RANGE and low is not None and high is not None:
+        floor, ceiling = RANGE[metric]
+        low, high = max(low, floor), min(high, ceiling)
+    return [est.mean, low, high]
 
 
 def mean(values: Iterable[float | None]) -> float | None:
@@ -126,7 +132,7 @@ def _curve_rows(task: str, label: str | int, curves: dict[int, dict]) -> list[li
         metric = curve.field
         for x, v, y, p in zip(curve.ratios, curve.values, curve.retained, curve.points, strict=True):
             cells[round(x, 6)].append((v, y, p.get("loss")))
-    return [[task, label, ratio, len(v), metric, *ci(x[0] for x in v), mean(x[1] for x in v),
+    return [[task, label, ratio, len(v), metric, *ci((x[0] for x in v), metric), mean(x[1] for x in v),
              mean(x[2] for x in v)] for ratio, v in sorted(cells.items())]
 
 
@@ -191,9 +197,11 @@ def l0_table(tree: RunTree) -> Table:
             scratch = [r for r in tree.select(task, "scratch") if not r.failed and
                        _started_from_layout_of(r, runs)]
             ok = [r for r in runs if not r.failed]
-            rows.append([task, strategy, tree.metric(task, tree.runs), len(ok), len(runs) - len(ok),
-                         mean(_ok(runs, "heads")), mean(_ok(runs, "heads_removed_share")), *ci(_ok(runs, "value")),
-                         mean(_ok(base, "value")), *ci(_ok(scratch, "value")), len(scratch)])
+            metric = tree.metric(task, tree.runs)
+            rows.append([task, strategy, metric, len(ok), len(runs) - len(ok),
+                         mean(_ok(runs, "heads")), mean(_ok(runs, "heads_removed_share")),
+                         *ci(_ok(runs, "value"), metric), mean(_ok(base, "value")),
+                         *ci(_ok(scratch, "value"), metric), len(scratch)])
     return Table("Hard-Concrete (L0) head gates", cols, rows, caption=(
         "The baseline fine-tuned with L0 gates at penalty λ, closed heads removed (Voita et al.): heads left, "
         "task metric (mean, 95 % CI); `scratch`: the same head layout trained from initialisation."))
@@ -215,7 +223,8 @@ def roles_table(tree: RunTree) -> Table:
                         conf.append(mean(h.get("confidence") for h in rs))
                         pos.append(mean(h.get("positional") for h in rs))
                         rare.append(mean(h.get("rare") for h in rs))
-                rows.append([task, lam, kept, len(counts), mean(counts), *ci(conf), *ci(pos), *ci(rare)])
+                rows.append([task, lam, kept, len(counts), mean(counts), *ci(conf, "share"), *ci(pos, "share"),
+                             *ci(rare, "share")])
     return Table("Roles of kept and pruned heads", cols, rows, caption=(
         "Per seed, the mean confidence (mean max attention weight), positional share (attention on the "
         "previous/next token) and rare-token share (attention on the sentence's least frequent token; self "
@@ -235,8 +244,9 @@ def pruned_vs_scratch_table(tree: RunTree) -> Table:
     for task in tree.tasks:
         for (_, variant, strategy, ratio), runs in _op_groups(tree, task).items():
             ok = [r for r in runs if not r.failed]
-            rows.append([task, ratio, variant, strategy, tree.metric(task, tree.runs), len(ok), len(runs) - len(ok),
-                         *ci(_ok(runs, "value")), mean(_ok(runs, "heads")), mean(_ok(runs, "params"))])
+            metric = tree.metric(task, tree.runs)
+            rows.append([task, ratio, variant, strategy, metric, len(ok), len(runs) - len(ok),
+                         *ci(_ok(runs, "value"), metric), mean(_ok(runs, "heads")), mean(_ok(runs, "params"))])
     rows.sort(key=lambda r: (r[0], r[1], r[2], r[3]))
     return Table("Pruned vs trained from scratch", cols, rows, caption=(
         "Final task metric (mean over seeds, 95 % CI) of the full model pruned post hoc to a share of heads "
@@ -290,7 +300,8 @@ def training_runs_table(tree: RunTree) -> Table:
             ratios = [r.record["time_to_target_or_total"] / base[r.seed].record["time_to_target_or_total"]
                       for r in ok if r.seed in base and r.record.get("time_to_target_or_total")
                       and base[r.seed].record.get("time_to_target_or_total")]
-            rows.append([task, variant, strategy, ratio, len(ok), len(runs) - len(ok), *ci(_ok(runs, "final_val_loss")),
+            rows.append([task, variant, strategy, ratio, len(ok), len(runs) - len(ok),
+                         *ci(_ok(runs, "final_val_loss"), "loss"),
                          mean(_ok(runs, "value")), mean(_ok(runs, "train_seconds")),
                          *ci(_ok(runs, "time_to_target_or_total")), f"{sum(reached)}/{len(reached)}",
                          mean(_ok(runs, "steps_to_target_or_total")), mean(ratios), mean(_ok(runs, "heads")),
@@ -315,7 +326,7 @@ def redundancy_table(tree: RunTree) -> Table:
             ok = [r for r in runs if not r.failed]
             tps = mean(_ok(runs, "tokens_per_s_early"))
             rows.append([task, strategy, ratio, mean(_ok(runs, "attention_dropout")) or runs[0].knob,
-                         len(ok), len(runs) - len(ok), *ci(_ok(runs, "redundancy_ratio")),
+                         len(ok), len(runs) - len(ok), *ci(_ok(runs, "redundancy_ratio"), "share"),
                          mean(_ok(runs, "redundancy_threshold")), mean(_ok(runs, "max_similarity")), tps,
                          tps / base_tps if tps and base_tps else None, mean(_ok(runs, "final_val_loss"))])
     rows.sort(key=lambda r: (r[0], r[3] if r[3] is not None else -1.0, r[1], r[2]))
