@@ -618,3 +618,32 @@ def test_a_folder_that_vanishes_while_the_tree_is_read_is_skipped(tree_root, tmp
     monkeypatch.setattr(os, "scandir", scandir_then_delete)
     assert {r.name for r in RunTree(tree).runs} == before
     assert not doomed.exists()
+
+
+def test_speed_claims_replicate_over_the_seeds_speed_jobs_not_one_jobs_repeats(tmp_path):
+    # one speed job per seed's model: the claim's n is the jobs, each summarised by its median pass
+    from heads.report.tables import speed_table
+
+    runs = tmp_path / "runs"
+    gains = {0: 1.10, 1: 1.20, 2: 1.15}
+    for seed, gain in gains.items():
+        rows = _speed_rows()
+        for r in rows:
+            if r["ratio"] == 0.5 and r["batch"] == 32:
+                r["examples_per_s"] = 1000.0 * gain
+                r["cpu_speedup"] = gain - 0.05
+            elif r["ratio"] == 0.0:
+                r["examples_per_s"] = 1000.0 if r["batch"] == 32 else 100.0
+        _write(runs / "cls" / "analysis" / "speed" / f"seed{seed}.json", {"rows": rows})
+    stamp(runs)
+    tree = RunTree(runs)
+    wall = evaluate(_claim(kind="value", task="cls", a={"from": "speed", "measure": "speedup", "ratio": 0.5,
+                                                        "batch": 32}, null_value=1.0), tree)
+    assert wall.per_seed == pytest.approx(gains) and wall.estimate.n == 3
+    assert "n counts speed jobs" in wall.note
+    cpu = evaluate(_claim(kind="value", task="cls", a={"from": "speed", "measure": "cpu_speedup", "ratio": 0.5,
+                                                       "batch": 32}, null_value=1.0), tree)
+    assert cpu.per_seed == pytest.approx({s: g - 0.05 for s, g in gains.items()})
+    row = next(r for r in speed_table(tree).rows if r[1] == 0.5 and r[2] == 32)
+    assert row[3] == 3 and row[8] == pytest.approx(1.15)  # n_seeds, mean speed-up over the seeds
+    assert row[9] == pytest.approx(wall.estimate.ci_low) and row[10] == pytest.approx(wall.estimate.ci_high)

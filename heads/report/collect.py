@@ -399,11 +399,14 @@ class RunTree:
         arms = [a for a in self._arms(task, "curve_at") if self.knob(task, "curve_at", a) == step]
         return self._per_seed(task, "curve_at", arms[0], _is_curve) if arms else {}
 
-    def speed(self, task: str) -> list[dict]:
-        """Rows of the speed analysis (``[]`` when absent)."""
-        found = [d for arm in self._arms(task, "speed").values() for d in arm.values()]
-        rows = found[0].get("rows") if found and isinstance(found[0], dict) else None
-        return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+    def speeds(self, task: str) -> dict[int, list[dict]]:
+        """``{seed: rows}`` of the speed analyses (one per seed's model; seeds without rows left out)."""
+        out = {}
+        for seed, data in sorted(self._arms(task, "speed").get("none", {}).items()):
+            rows = data.get("rows") if isinstance(data, dict) else None
+            if isinstance(rows, list):
+                out[seed] = [r for r in rows if isinstance(r, dict)]
+        return out
 
     def role_lams(self, task: str) -> list[str]:
         return sorted(self._arms(task, "roles"))

@@ -2,7 +2,7 @@
 
 A selector is a mapping with ``from`` (default ``run``) and the keys that
 source needs; replications/README.md is the reference. Every selector yields a
-:class:`Series`: values keyed by seed (by repeat for ``speed``), the seeds whose
+:class:`Series`: values keyed by seed (by repeat for ``speed`` of one model alone), the seeds whose
 run diverged, and the reasons anything is missing, so one absent experiment
 makes one claim inconclusive instead of crashing the report.
 """
@@ -24,7 +24,7 @@ MEASURES = {
     "all_but_one": ("harmless_share", "mean_delta", "max_delta"),
     "curve": ("area", "retained", "value", "removable", "step"),
     "curve_at": ("area", "retained", "value", "removable", "step"),
-    "speed": ("speedup", "examples_per_s"),
+    "speed": ("speedup", "cpu_speedup", "examples_per_s"),
     "roles": ("kept_minus_pruned", "kept_mean", "pruned_mean"),
 }
 KEYS = {
@@ -385,15 +385,44 @@ def speed_samples(rows: Sequence[Mapping], ratio: float, batch: Any = None) -> l
     return out
 
 
+def speed_of_seed(rows: Sequence[Mapping], how: str, ratio: float, batch: Any = None) -> float | None:
+    """One seed's speed job summarised: its median examples/s at ``ratio`` (``examples_per_s``), or that over the
+    unpruned model's (``speedup``; ``cpu_speedup``: of median CPU seconds), at ``batch``."""
+    def row_at(r: float) -> Mapping | None:
+        return next((x for x in rows if isinstance(x.get("ratio"), (int, float)) and abs(float(x["ratio"]) - r)
+                     < 1e-9 and (batch is None or x.get("batch") == batch)), None)
+
+    mine, base = row_at(ratio), row_at(0.0)
+    if mine is None:
+        return None
+    if how == "examples_per_s":
+        return _number(mine.get("examples_per_s"))
+    if how == "cpu_speedup":
+        return _number(mine.get("cpu_speedup"))
+    eps, ref = _number(mine.get("examples_per_s")), _number(base.get("examples_per_s")) if base else None
+    return eps / ref if eps is not None and ref else None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def _speed(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     task, how = sel["task"], sel["measure"]
     ratio, batch = float(sel.get("ratio", 0.5)), sel.get("batch")
     label = f"{task} speed {how} ratio {ratio:g}" + (f" batch {batch}" if batch is not None else "")
     series = Series(label)
-    rows = tree.speed(task)
-    if not rows:
-        series.missing.append(f"{task}: no analysis/speed.json")
+    per_seed = tree.speeds(task)
+    if not per_seed:
+        series.missing.append(f"{task}: no analysis/speed/seed*.json")
         return series
+    if len(per_seed) > 1 or how == "cpu_speedup":
+        # whole-job replicates: each seed's model timed in its own job, summarised by its median pass
+        series = _per_seed(per_seed, label, f"{task}: no analysis/speed/seed*.json",
+                           lambda rows: speed_of_seed(rows, how, ratio, batch))
+        series.notes.append("n counts speed jobs, one per seed's model, each the median of interleaved repeats")
+        return series
+    rows = next(iter(per_seed.values()))
     pruned, full = speed_samples(rows, ratio, batch), speed_samples(rows, 0.0, batch)
     if not pruned or (how == "speedup" and not full):
         series.missing.append(f"{label}: no timings for ratio {ratio:g}" + ("" if full else " or 0.0"))

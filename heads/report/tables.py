@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from heads.metrics import RANGE
 from heads.report.collect import Run, RunTree
 from heads.report.fmt import Table
-from heads.report.measures import curve_series, speed_samples
+from heads.report.measures import curve_series, speed_of_seed, speed_samples
 from heads.report.sites import site_kind, site_label, site_order
 from heads.report.stats import estimate
 
@@ -155,27 +155,37 @@ def curve_at_table(tree: RunTree) -> Table:
 
 
 def speed_table(tree: RunTree) -> Table:
-    cols = ["task", "ratio", "batch", "repeats", "heads", "params", "examples_per_s", "speedup", "ci_low", "ci_high",
-            "cpu_speedup"]
+    cols = ["task", "ratio", "batch", "n_seeds", "repeats", "heads", "params", "examples_per_s", "speedup", "ci_low",
+            "ci_high", "cpu_speedup"]
     rows = []
     for task in tree.tasks:
-        speed = _rows(tree.speed(task), "ratio", "batch")
-        for r in sorted(speed, key=lambda r: (r["batch"], r["ratio"])):
-            mine = speed_samples([r], float(r["ratio"]), r["batch"])
-            base = speed_samples(speed, 0.0, r["batch"])
-            paired = [m / b for m, b in zip(mine, base, strict=True)] if len(mine) == len(base) and base else []
-            eps = r.get("examples_per_s") if isinstance(r.get("examples_per_s"), (int, float)) else mean(mine)
-            base_eps = mean(base)
-            speedup = r.get("speedup") if isinstance(r.get("speedup"), (int, float)) else (
-                eps / base_eps if eps and base_eps else None)
-            low, high = ci(paired)[1:] if paired else (None, None)
-            rows.append([task, float(r["ratio"]), int(r["batch"]), len(mine), r.get("heads"), r.get("params"), eps,
-                         speedup, low, high, r.get("cpu_speedup")])
+        per_seed = {seed: _rows(r, "ratio", "batch") for seed, r in tree.speeds(task).items()}
+        cells = sorted({(float(r["ratio"]), int(r["batch"])) for rs in per_seed.values() for r in rs},
+                       key=lambda c: (c[1], c[0]))
+        for ratio, batch in cells:
+            found = [(rs, next(r for r in rs if float(r["ratio"]) == ratio and int(r["batch"]) == batch))
+                     for rs in per_seed.values() if any(float(r["ratio"]) == ratio and int(r["batch"]) == batch
+                                                        for r in rs)]
+            if len(per_seed) > 1:  # replicates are the seeds' speed jobs
+                speedups = [speed_of_seed(rs, "speedup", ratio, batch) for rs, _ in found]
+                low, high = ci(speedups)[1:]
+                speedup = mean(speedups)
+            else:  # one job: its paired timed repeats
+                rs, r = found[0]
+                mine, base = speed_samples([r], ratio, batch), speed_samples(rs, 0.0, batch)
+                paired = [m / b for m, b in zip(mine, base, strict=True)] if len(mine) == len(base) and base else []
+                low, high = ci(paired)[1:] if paired else (None, None)
+                speedup = speed_of_seed(rs, "speedup", ratio, batch)
+            repeats = mean(len(speed_samples([r], ratio, batch)) for _, r in found)
+            rows.append([task, ratio, batch, len(found), repeats, mean(r.get("heads") for _, r in found),
+                         mean(r.get("params") for _, r in found), mean(r.get("examples_per_s") for _, r in found),
+                         speedup, low, high, mean(r.get("cpu_speedup") for _, r in found)])
     rows.sort(key=lambda r: (r[0], r[2], r[1]))
     return Table("Inference speed", cols, rows, caption=(
-        "Examples per second of the pruned model by batch size (median pass); `speedup` against the unpruned "
-        "model at the same batch, 95 % CI over the paired timed repeats (Michel: about +17 % at batch 16-64, ~2 % "
-        "at batch 1-4, at 50 % pruned); `cpu_speedup`: of median CPU seconds."))
+        "Examples per second of the pruned model by batch size (median pass of each seed's speed job, mean over "
+        "seeds); `speedup` against the unpruned model at the same batch, 95 % CI over the seeds' jobs (over one "
+        "job's paired timed repeats when there is one) (Michel: about +17 % at batch 16-64, ~2 % at batch 1-4, at "
+        "50 % pruned); `cpu_speedup`: of median CPU seconds."))
 
 
 # -- voita2019 -----------------------------------------------------------------------------------------
