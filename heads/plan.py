@@ -241,6 +241,8 @@ def analysis_job(e: RunSpec, cfg: RunConfig) -> Job:
     disk = 0
     if e.command == "ablate":  # every head alone and every site's all-but-one, plus the unablated model
         examples = (heads + sites + 2) * o.get("batches", 8) * b
+        if o.get("test") == "bleu":  # and the decoding set translated once per head and once unablated
+            examples += (heads + 1) * _eval_examples(cfg)
     elif e.command == "curve":
         q = build_strategy("iterative", p).params
         levels = _curve_levels(s.heads, q.step, q.max_ratio, q.floor)
