@@ -116,7 +116,7 @@ def test_the_report_reads_records_with_an_environment_as_without(outputs, tmp_pa
 
     with_env, without = tree(tmp_path / "a", False), tree(tmp_path / "b", True)
     assert [r.record for r in with_env.runs] == [r.record for r in without.runs] and len(with_env.runs) == 2
-    assert with_env.speed("lm") == without.speed("lm") != []
+    assert with_env.speeds("lm") == without.speeds("lm") != {}
 
 
 def test_describe_mix_names_what_differs_and_how_often():
