@@ -8,6 +8,11 @@ changed. ``perturbation.json`` is what ``heads claims --robustness`` reads to ma
 
     python benchmarks/bench_perturbation.py                      # run, then compare (tens of minutes)
     python benchmarks/bench_perturbation.py --compare-only       # compare an existing --runs-out
+    python benchmarks/bench_perturbation.py --replications michel2019 --carry results/bench/perturbation.json
+
+``--carry OLD.json`` keeps an earlier measurement of the replications this call does not re-run (their claims,
+and their runs' moves summed into the same task and field), saying so in ``carried``: use it only when those
+replications' base runs are unchanged since (their untimed numbers equal), so the old comparison still holds.
 """
 
 from __future__ import annotations
@@ -82,6 +87,31 @@ def compare_claims(base: RunTree, other: RunTree, replications: list[str]) -> di
             for cid in before}
 
 
+def carry(data: dict, old: dict, replications: list[str]) -> dict:
+    """``data`` with ``old``'s measurement of the replications ``data`` did not re-run merged in."""
+    kept = [name for name in old["perturbation"]["replications"] if name not in replications]
+    if not kept:
+        return data
+    claims = {c.id for c in load_all(ROOT / "replications") if c.replication in kept}
+    under = old["perturbation"].get("label")  # a carried verdict names the perturbation it was measured under
+    merged = {**data, "claims": {**data["claims"], **{cid: {**c, "under": c.get("under", under)}
+                                                      for cid, c in old["claims"].items() if cid in claims}}}
+    moves = {(m["task"], m["field"]): dict(m) for m in data["runs"]}
+    for m in old["runs"]:
+        cell = moves.setdefault((m["task"], m["field"]), {**m, "runs": 0, "moved": 0, "max_rel": 0.0, "where": ""})
+        cell["runs"] += m["runs"]
+        cell["moved"] += m["moved"]
+        if m["max_rel"] > cell["max_rel"]:
+            cell["max_rel"], cell["where"] = m["max_rel"], m["where"]
+    merged["runs"] = sorted(moves.values(), key=lambda c: (c["task"], c["field"]))
+    merged["runs_compared"] = data["runs_compared"] + old["runs_compared"]
+    merged["runs_identical"] = data["runs_identical"] + old["runs_identical"]
+    merged["carried"] = {"replications": kept, "perturbation": old["perturbation"],
+                         "runs_compared": old["runs_compared"], "runs_identical": old["runs_identical"]}
+    merged["perturbation"] = {**data["perturbation"], "replications": [*replications, *kept]}
+    return merged
+
+
 def _fmt(x: float | None) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:+.4g}"
 
@@ -98,6 +128,15 @@ def markdown(data: dict) -> str:
         f"below: {data['runs_identical']}. Verdicts changed: {len(flipped)} of {len(data['claims'])}"
         + (f" ({', '.join(flipped)})." if flipped else ".")
         + (f" Perturbed DAG wall-clock: {p['seconds'] / 60:.1f} min." if p.get("seconds") else ""),
+    ]
+    if data.get("carried"):
+        c = data["carried"]
+        lines.append("")
+        lines.append(
+            f"Carried from an earlier measurement (their base runs unchanged since): {', '.join(c['replications'])}, "
+            f"under {c['perturbation']['label']} ({c['runs_compared']} runs, {c['runs_identical']} bit-identical"
+            + (f", {c['perturbation']['seconds'] / 60:.1f} min" if c["perturbation"].get("seconds") else "") + ").")
+    lines += [
         "",
         "## Claims",
         "",
@@ -126,7 +165,9 @@ def main() -> None:
     p.add_argument("--cores", type=int, default=2)
     p.add_argument("--compare-only", action="store_true", help="compare an existing --runs-out")
     p.add_argument("--out", type=Path, default=Path("results/bench/perturbation.md"))
+    p.add_argument("--carry", type=Path, help="an earlier perturbation.json: keep its replications not re-run here")
     args = p.parse_args()
+    old = json.loads(args.carry.read_text()) if args.carry else None  # read before --out may overwrite it
 
     import torch
 
@@ -146,6 +187,8 @@ def main() -> None:
         "runs_compared": compared, "runs_identical": identical, "runs": moves,
         "claims": compare_claims(base, other, args.replications),
     }
+    if old is not None:
+        data = carry(data, old, args.replications)
     write_text(args.out.with_suffix(".json"), json.dumps(data, indent=2, sort_keys=True) + "\n")
     write_text(args.out, markdown(data))
     print(args.out, file=sys.stderr)

@@ -240,3 +240,35 @@ def test_gpu_check_records_a_killed_part_and_the_smoke_dag(tmp_path, monkeypatch
     assert sections["smoke_dag"]["status"] == "ok" and sections["smoke_dag"]["runs_by_device"] == {"cuda:0": 1}
     table = out.with_suffix(".md").read_text()
     assert "| throughput | timed out |" in table and "runs by device: {'cuda:0': 1}" in table
+
+
+def test_perturbation_carries_an_earlier_measurement_of_replications_it_does_not_rerun(tmp_path, monkeypatch):
+    """--carry keeps the claims and run moves of the replications this call did not re-run, naming the earlier
+    perturbation they were measured under; those of the replications it did re-run are replaced."""
+    from test_report import make_tree
+
+    from heads.report.robustness import load, robustness
+
+    base, other = make_tree(tmp_path / "base"), make_tree(tmp_path / "other")
+    old = {"perturbation": {"label": "kernels at default instead of AVX2, 1 thread per job", "seconds": 600.0,
+                            "replications": ["training_time", "michel2019"]},
+           "runs_compared": 21, "runs_identical": 0,
+           "runs": [{"task": "lm", "field": "final_val_loss", "runs": 21, "moved": 21, "max_rel": 2e-5,
+                     "where": "lm/during/oneshot/0.25/seed0: 4.2 -> 4.2001"}],
+           "claims": {"D5-lm": {"base": "supported", "perturbed": "not supported", "effect_base": 0.2,
+                                "effect_perturbed": 0.01},
+                      "B5-cls-gain": {"base": "inconclusive", "perturbed": "inconclusive", "effect_base": 1.0,
+                                      "effect_perturbed": 1.0}}}
+    carried = tmp_path / "old.json"
+    carried.write_text(json.dumps(old))
+    out = tmp_path / "perturbation.md"
+    run_script("bench_perturbation", "--compare-only", "--base", str(base), "--runs-out", str(other.parent),
+               "--replications", "michel2019", "--carry", str(carried), "--out", str(out), monkeypatch=monkeypatch)
+    data = load(out.with_suffix(".json"))
+    assert data["carried"]["replications"] == ["training_time"]
+    assert data["claims"]["D5-lm"]["under"] == old["perturbation"]["label"]  # carried, with its own label
+    assert data["claims"]["B5-cls-gain"]["base"] != "inconclusive"  # re-measured, not carried
+    assert robustness("D5-lm", "supported", data) == f"fragile: not supported under {old['perturbation']['label']}"
+    moved = {(m["task"], m["field"]): m for m in data["runs"]}
+    assert moved[("lm", "final_val_loss")]["moved"] == 21  # the re-run replication's tree has no lm runs moved
+    assert data["runs_compared"] > 21 and "Carried from an earlier measurement" in out.read_text()

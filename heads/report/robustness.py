@@ -35,7 +35,8 @@ def robustness(claim_id: str, verdict: str, measurement: dict[str, Any] | None) 
     found = measurement["claims"].get(claim_id)
     if not isinstance(found, dict):
         return NOT_MEASURED
-    under = measurement["perturbation"].get("label", "the perturbation")
+    # a verdict carried over from an earlier measurement names its own perturbation
+    under = found.get("under") or measurement["perturbation"].get("label", "the perturbation")
     if found.get("base") != verdict:
         return f"{NOT_MEASURED} for this verdict (the measurement compared a run that gave {found.get('base')})"
     if found.get("perturbed") == verdict:
