@@ -117,7 +117,12 @@ def head_roles(model: nn.Module, batches: Iterable[Mapping[str, Any]],
         top = p.argmax(-1)  # [N, H]
         prev[name] = prev.get(name, 0) + (top == (positions - 1)[:, None]).double().sum(0).cpu()
         nxt[name] = nxt.get(name, 0) + (top == (positions + 1)[:, None]).double().sum(0).cpu()
-        rarest = _rarest(batch, counts, mask) if counts is not None and site.kind == "self" else None
+        rarest = None
+        if counts is not None and site.kind == "self":  # every self site of a stack reads the same sentences
+            key = ("rarest", site.stack)
+            if key not in current:
+                current[key] = _rarest(batch, counts, mask)
+            rarest = current[key]
         if rarest is not None:
             sequence = torch.arange(size, device=p.device)[:, None].expand(size, length)[mask]  # rows are b-major
             rare[name] = rare.get(name, 0) + (top == rarest[sequence][:, None]).double().sum(0).cpu()
@@ -126,6 +131,7 @@ def head_roles(model: nn.Module, batches: Iterable[Mapping[str, Any]],
         layout = head_layout(model)
         for batch in batches:
             batch = forward_inputs(model, batch)
+            current.clear()  # per-batch values (the batch, each stack's rarest tokens) start afresh
             current["batch"] = batch
             attention_weights(model, [batch], sink)
     out: dict[str, dict[str, torch.Tensor | None]] = {}

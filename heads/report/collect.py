@@ -178,7 +178,7 @@ def _identity(data: Any) -> dict | None:
     return ident
 
 
-def _number(value: Any) -> float | None:
+def number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
@@ -278,7 +278,7 @@ class RunTree:
             if method is None and isinstance(config, dict) and isinstance(config.get("strategy"), dict):
                 method = config["strategy"].get("name")
             run = Run(task, str(ident.get("variant")), str(ident.get("arm")), ratio, fmt_ratio(ratio),
-                      int(ident["seed"]), folder, _number(ident.get("knob")), method)
+                      int(ident["seed"]), folder, number(ident.get("knob")), method)
             _load(run, summary, why)
             runs.append(run)
         metric = {t: self.metric(t, runs) for t in {r.task for r in runs}}
@@ -294,7 +294,7 @@ class RunTree:
         """An analysis: under (task, kind), its arm, then its seed (one file per arm for ``speed``)."""
         task, kind, arm = str(ident["task"]), str(ident["kind"]), str(ident.get("arm", "none"))
         self._analyses.setdefault((task, kind), {}).setdefault(arm, {})[int(ident["seed"])] = data
-        self._knobs[(task, kind, arm)] = _number(ident.get("knob"))
+        self._knobs[(task, kind, arm)] = number(ident.get("knob"))
 
     def environment_note(self) -> str | None:
         """None when every run and analysis read names the same environment; else what differs (a table or

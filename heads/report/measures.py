@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from heads.report.collect import Run, RunTree, higher_is_better, reach_fields
+from heads.report.collect import Run, RunTree, higher_is_better, number, reach_fields
 from heads.report.sites import site_kind
 
 SOURCES = ("run", "ablation", "all_but_one", "curve", "curve_at", "speed", "roles")
@@ -100,15 +100,15 @@ def _pick(groups: list[tuple], keys: Sequence[str], pick: Mapping[str, str],
             continue
         i = keys.index(key)
 
-        def number(g: tuple, i: int = i) -> float:
+        def order_of(g: tuple, i: int = i) -> float:
             value = g[i]
             n = value if isinstance(value, (int, float)) else knob(g)
             return math.nan if n is None else float(n)
 
-        numbered = [g for g in groups if not math.isnan(number(g))]
+        numbered = [g for g in groups if not math.isnan(order_of(g))]
         if numbered:
-            best = (max if how == "max" else min)(number(g) for g in numbered)
-            groups = [g for g in numbered if number(g) == best]
+            best = (max if how == "max" else min)(order_of(g) for g in numbered)
+            groups = [g for g in numbered if order_of(g) == best]
     return groups
 
 
@@ -385,26 +385,24 @@ def speed_samples(rows: Sequence[Mapping], ratio: float, batch: Any = None) -> l
     return out
 
 
+def speed_row(rows: Sequence[Mapping], ratio: float, batch: Any = None) -> Mapping | None:
+    """The row of one speed job at ``ratio`` (and ``batch``), else None."""
+    return next((x for x in rows if isinstance(x.get("ratio"), (int, float)) and abs(float(x["ratio"]) - ratio)
+                 < 1e-9 and (batch is None or x.get("batch") == batch)), None)
+
+
 def speed_of_seed(rows: Sequence[Mapping], how: str, ratio: float, batch: Any = None) -> float | None:
     """One seed's speed job summarised: its median examples/s at ``ratio`` (``examples_per_s``), or that over the
     unpruned model's (``speedup``; ``cpu_speedup``: of median CPU seconds), at ``batch``."""
-    def row_at(r: float) -> Mapping | None:
-        return next((x for x in rows if isinstance(x.get("ratio"), (int, float)) and abs(float(x["ratio"]) - r)
-                     < 1e-9 and (batch is None or x.get("batch") == batch)), None)
-
-    mine, base = row_at(ratio), row_at(0.0)
+    mine, base = speed_row(rows, ratio, batch), speed_row(rows, 0.0, batch)
     if mine is None:
         return None
     if how == "examples_per_s":
-        return _number(mine.get("examples_per_s"))
+        return number(mine.get("examples_per_s"))
     if how == "cpu_speedup":
-        return _number(mine.get("cpu_speedup"))
-    eps, ref = _number(mine.get("examples_per_s")), _number(base.get("examples_per_s")) if base else None
+        return number(mine.get("cpu_speedup"))
+    eps, ref = number(mine.get("examples_per_s")), number(base.get("examples_per_s")) if base else None
     return eps / ref if eps is not None and ref else None
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _speed(tree: RunTree, sel: Mapping[str, Any]) -> Series:

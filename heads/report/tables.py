@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from heads.metrics import RANGE
 from heads.report.collect import Run, RunTree
 from heads.report.fmt import Table
-from heads.report.measures import curve_series, speed_of_seed, speed_samples
+from heads.report.measures import curve_series, speed_of_seed, speed_row, speed_samples
 from heads.report.sites import site_kind, site_label, site_order
 from heads.report.stats import estimate
 
@@ -163,9 +163,7 @@ def speed_table(tree: RunTree) -> Table:
         cells = sorted({(float(r["ratio"]), int(r["batch"])) for rs in per_seed.values() for r in rs},
                        key=lambda c: (c[1], c[0]))
         for ratio, batch in cells:
-            found = [(rs, next(r for r in rs if float(r["ratio"]) == ratio and int(r["batch"]) == batch))
-                     for rs in per_seed.values() if any(float(r["ratio"]) == ratio and int(r["batch"]) == batch
-                                                        for r in rs)]
+            found = [(rs, r) for rs in per_seed.values() if (r := speed_row(rs, ratio, batch)) is not None]
             if len(per_seed) > 1:  # replicates are the seeds' speed jobs
                 speedups = [speed_of_seed(rs, "speedup", ratio, batch) for rs, _ in found]
                 low, high = ci(speedups)[1:]
