@@ -166,6 +166,50 @@ def test_perturbation_compares_two_run_trees_and_marks_fragile_verdicts(tmp_path
     assert robustness("B5-cls", "supported", data) == robustness("B5-cls", "supported", None) == NOT_MEASURED
 
 
+def _results(folder: Path, verdict: str, bleu: str, seconds: str) -> Path:
+    """A rendered results folder: a ledger and one replication's table."""
+    (folder / "michel2019").mkdir(parents=True)
+    (folder / "claims.csv").write_text("claim,replication,verdict,effect\n"
+                                       f"B1-mt,michel2019,{verdict},0.25\nA1-lm,overprovisioning,inconclusive,\n")
+    (folder / "michel2019" / "curve.csv").write_text(
+        "task,scorer,ratio,mean,train_seconds\n"
+        f"mt,importance,0.000,{bleu},{seconds}\nmt,importance,0.500,0.0400,9.0\nlm,random,0.500,12.5,3.0\n")
+    return folder
+
+
+def test_machines_compares_two_rendered_results_and_the_ledger_reads_it(tmp_path, monkeypatch):
+    """bench_machines on two results folders: the numbers that moved are counted by table (clock columns
+    apart), a verdict the other machine gave differently is recorded, and robustness combines it with another
+    measurement: fragile if any flipped."""
+    from heads.report.robustness import NOT_MEASURED, load, robustness
+
+    here = _results(tmp_path / "here", "supported", "0.0500", "10.0")
+    other = _results(tmp_path / "other", "inconclusive", "0.0510", "12.0")
+    out = tmp_path / "machines.md"
+    run_script("bench_machines", "--results", str(here), "--other", str(other), "--other-label", "an AVX512 box",
+               "--out", str(out), monkeypatch=monkeypatch)
+    data = load(out.with_suffix(".json"))
+    assert data["claims"]["B1-mt"] == {"base": "supported", "perturbed": "inconclusive", "effect_base": 0.25,
+                                       "effect_perturbed": 0.25}
+    assert data["claims"]["A1-lm"]["effect_base"] is None
+    (table,) = data["tables"]
+    assert table["table"] == "michel2019/curve.csv" and table["rows"] == 3
+    assert (table["cells"], table["moved"], table["clock_cells"], table["clock_moved"]) == (3, 1, 3, 1)
+    assert table["max_rel"] == pytest.approx(0.001 / 0.051)
+    assert "mt, importance, 0.000 mean: 0.0510 -> 0.0500" in table["where"]
+    text = out.read_text()
+    assert "Verdicts changed: 1 of 2 (B1-mt)" in text and "| michel2019/curve.csv | 3 | 3 | 1 |" in text
+    assert robustness("B1-mt", "supported", data) == "fragile: inconclusive under an AVX512 box"
+    imitated = {"perturbation": {"label": "kernels at default"}, "claims": {
+        "B1-mt": {"base": "supported", "perturbed": "supported"},
+        "A1-lm": {"base": "inconclusive", "perturbed": "inconclusive"}}}
+    assert robustness("B1-mt", "supported", [imitated, data]) == "fragile: inconclusive under an AVX512 box"
+    assert robustness("A1-lm", "inconclusive", [imitated, data]) == (
+        "same verdict under kernels at default; an AVX512 box")
+    assert robustness("A1-lm", "supported", [data]).startswith(f"{NOT_MEASURED} for this verdict")
+    assert robustness("X9", "supported", []) == NOT_MEASURED
+
+
 # -- the prepared GPU check (benchmarks/gpu_check.sh and gpu_check.py): its CPU-safe parts ------------------
 
 GPU_SECTIONS = {

@@ -78,12 +78,15 @@ def cmd_claims(args: argparse.Namespace) -> int:
         raise fail(f"claims: no {args.replications}/*/claims.yaml found")
     from heads.report.robustness import load as load_measurement
 
-    try:
-        measurement = load_measurement(args.robustness)
-    except ValueError as exc:
-        raise fail(f"claims: --robustness {exc}") from None
-    if args.robustness is not None and measurement is None:
-        raise fail(f"claims: --robustness {args.robustness}: no such file")
+    measurement = []
+    for path in args.robustness or []:
+        try:
+            found = load_measurement(path)
+        except ValueError as exc:
+            raise fail(f"claims: --robustness {exc}") from None
+        if found is None:
+            raise fail(f"claims: --robustness {path}: no such file")
+        measurement.append(found)
     tree = _tree(args.runs)
     results = evaluate_all(claims, tree, measurement)
     _warn(tree)
@@ -121,6 +124,7 @@ def register(sub) -> None:
     p.add_argument("--runs", type=Path, required=True, help="the run tree, OUT/runs")
     p.add_argument("--replications", type=Path, default=Path("replications"), help="folder of replication specs")
     p.add_argument("--out", type=Path, required=True, help="folder for CLAIMS.md and claims.csv, e.g. OUT")
-    p.add_argument("--robustness", type=Path, help="a perturbation measurement (results/bench/perturbation.json): "
-                   "the ledger marks the verdicts it flipped as fragile")
+    p.add_argument("--robustness", type=Path, nargs="+",
+                   help="measurements of other machines (results/bench/perturbation.json, machines.json): the "
+                   "ledger marks the verdicts any of them flipped as fragile")
     p.set_defaults(func=cmd_claims)

@@ -189,8 +189,10 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
                        "; ".join(p for p in parts if p), decision.p_value, precondition)
 
 
-def evaluate_all(claims: Sequence[Claim], tree: RunTree, measurement: dict | None = None) -> list[ClaimResult]:
-    """Every claim; ``measurement`` (:func:`heads.report.robustness.load`) says which verdicts are fragile."""
+def evaluate_all(claims: Sequence[Claim], tree: RunTree,
+                 measurement: dict | list[dict] | None = None) -> list[ClaimResult]:
+    """Every claim; ``measurement`` (one or several :func:`heads.report.robustness.load`) says which verdicts are
+    fragile."""
     results = [evaluate(c, tree) for c in claims]
     for r in results:
         r.robustness = robustness(r.claim.id, r.verdict, measurement)

@@ -1,11 +1,12 @@
 """Which verdicts survive a perturbation that imitates another machine.
 
 ``benchmarks/bench_perturbation.py`` re-runs the runs that decide verdicts under
-another kernel instruction set and thread count and records, per claim, the
-verdict of the run it compared against (``base``) and the perturbed one. The
-ledger says per claim what that measurement found: the same verdict, a
-*fragile* one, or nothing (not measured, or measured on an earlier run whose
-verdict was not this one).
+another kernel instruction set and thread count, and ``benchmarks/bench_machines.py``
+compares the whole DAG's results with another machine's; each records, per claim,
+the verdict of the results it compared against (``base``) and the other one. The
+ledger says per claim what the measurements found: the same verdict, a *fragile*
+one (any measurement that gave another), or nothing (not measured, or measured on
+earlier results whose verdict was not this one).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 NOT_MEASURED = "not measured"
 FRAGILE = "fragile"
+SAME = "same verdict under"
 
 
 def load(path: str | Path | None) -> dict | None:
@@ -28,10 +30,21 @@ def load(path: str | Path | None) -> dict | None:
     return data
 
 
-def robustness(claim_id: str, verdict: str, measurement: dict[str, Any] | None) -> str:
-    """What the measurement says about this claim's current verdict."""
-    if measurement is None:
-        return NOT_MEASURED
+def robustness(claim_id: str, verdict: str, measurement: dict[str, Any] | list[dict[str, Any]] | None) -> str:
+    """What the measurements (one, several, or none) say about this claim's current verdict: *fragile* if any
+    of them gave another verdict, else the ones that gave the same, else not measured."""
+    measurements = [m for m in (measurement if isinstance(measurement, list) else [measurement]) if m is not None]
+    said = [_one(claim_id, verdict, m) for m in measurements]
+    fragile = [s for s in said if s.startswith(FRAGILE)]
+    if fragile:
+        return "; ".join([fragile[0], *(s[len(FRAGILE) + 2:] for s in fragile[1:])])
+    same = [s for s in said if s.startswith(SAME)]
+    if same:
+        return "; ".join([same[0], *(s[len(SAME) + 1:] for s in same[1:])])
+    return next((s for s in said if s != NOT_MEASURED), NOT_MEASURED)
+
+
+def _one(claim_id: str, verdict: str, measurement: dict[str, Any]) -> str:
     found = measurement["claims"].get(claim_id)
     if not isinstance(found, dict):
         return NOT_MEASURED
@@ -40,5 +53,5 @@ def robustness(claim_id: str, verdict: str, measurement: dict[str, Any] | None) 
     if found.get("base") != verdict:
         return f"{NOT_MEASURED} for this verdict (the measurement compared a run that gave {found.get('base')})"
     if found.get("perturbed") == verdict:
-        return f"same verdict under {under}"
+        return f"{SAME} {under}"
     return f"{FRAGILE}: {found.get('perturbed')} under {under}"
