@@ -210,6 +210,37 @@ def test_machines_compares_two_rendered_results_and_the_ledger_reads_it(tmp_path
     assert robustness("X9", "supported", []) == NOT_MEASURED
 
 
+def test_small_sizing_reads_curves_from_runs_stopped_at_the_budget(tmp_path):
+    """bench_small_sizing's pieces without training: a run stopped at the budget keeps its snapshots and a torn
+    metrics line; rows come from the validation losses and each evaluated model, merge with another call's
+    rows, and draw."""
+    sizing = runpy.run_path(str(BENCH / "bench_small_sizing.py"))
+    runs = tmp_path / "runs"
+    mt = runs / "mt-2x128"
+    (mt / "sizing").mkdir(parents=True)
+    (mt / "snapshots" / "step-250").mkdir(parents=True)
+    (mt / "snapshots" / "step-500").mkdir(parents=True)
+    (mt / "metrics.jsonl").write_text(
+        json.dumps({"step": 0, "val_loss": 8.0, "train_seconds": 0.0}) + "\n"
+        + json.dumps({"step": 250, "val_loss": 5.0, "train_seconds": 60.0}) + "\n"
+        + json.dumps({"step": 500, "val_loss": 4.0, "train_seconds": 121.0}) + "\n" + '{"step": 5')
+    for step, bleu in ((250, 1.5), (500, 4.25)):  # already evaluated: curve() reads them back
+        (mt / "sizing" / f"eval-{step}.json").write_text(json.dumps({"bleu": bleu, "loss": 9.0 - step / 100}))
+    rows = sizing["curve"]("mt-2x128", runs, "unused", 10)
+    assert [(r["step"], r["metric"]) for r in rows] == [(0, ""), (250, ""), (500, ""), (250, "bleu"), (500, "bleu")]
+    assert rows[-1] == {"candidate": "mt-2x128", "task": "mt", "step": 500, "train_seconds": 121.0,
+                        "val_loss": 4.0, "metric": "bleu", "value": 4.25}
+    out = tmp_path / "sizing.csv"
+    out.write_text("candidate,task,step,train_seconds,val_loss,metric,value\n"
+                   "lm-4x128-1200,lm,1200,300.0,4.1,perplexity,60.3\nmt-2x128,mt,100,1.0,9.0,,\n")
+    merged = sizing["merge"](out, rows, {"mt-2x128"})
+    assert [r["candidate"] for r in merged] == ["lm-4x128-1200"] + ["mt-2x128"] * 5  # the stale mt row replaced
+    sizing["figure"](merged, tmp_path / "sizing.png")
+    assert (tmp_path / "sizing.png").stat().st_size > 0
+    stopped = sizing["train"]("lm-4x128-1200", runs, 0.2, str(tmp_path / "data"))
+    assert stopped["finished"] is False and stopped["candidate"] == "lm-4x128-1200"
+
+
 # -- the prepared GPU check (benchmarks/gpu_check.sh and gpu_check.py): its CPU-safe parts ------------------
 
 GPU_SECTIONS = {

@@ -1,0 +1,193 @@
+"""Sizing the ``small`` preset: learning curves of candidate models on two CPU cores, within a wall-clock budget.
+
+The ``small`` preset must meet the claims' preconditions (replications/preconditions.yaml) at a CPU cost one
+working day can pay: mt at least 15 BLEU on held-out books, lm converged (validation loss within 2 % of what
+twice the steps gives), coherence accuracy in 75-95 %. This measures what each candidate reaches, against steps
+and seconds, so the preset is chosen from measurements, not guesses.
+
+Each candidate is one ``heads train`` run (the tiny preset's task config with the candidate's overrides), at
+most ``--budget`` minutes of wall-clock: a run still going at the budget is stopped and its snapshots are what it
+reached. mt runs use an inverse-square-root schedule, so a snapshot at step S is what a run of S steps gives
+(a cosine schedule's mid-run snapshots are not); every snapshot is decoded (greedy, ``--decode`` validation
+sentences) for BLEU. lm candidates are trained to S and to 2S steps as separate runs (their own schedules),
+which is the convergence rule itself. Candidates run ``--jobs`` at a time, one torch thread each.
+
+    python benchmarks/bench_small_sizing.py --task mt --budget 45
+    python benchmarks/bench_small_sizing.py --task lm coherence --jobs 2
+
+Rows go to ``results/small/sizing.csv`` (merged by task and candidate, so tasks can be measured in separate
+calls) and the curves to ``results/small/sizing.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# name -> (task, overrides); steps and snapshots are part of each candidate
+CANDIDATES: dict[str, tuple[str, list[str]]] = {
+    # the tiny Marian (2+2 x 128, 8 heads) given time, and two wider ones
+    "mt-2x128": ("mt", ["model.layers=2", "model.d=128", "model.heads=8", "model.vocab=4000"]),
+    "mt-3x256": ("mt", ["model.layers=3", "model.d=256", "model.heads=8", "model.ff=1024", "model.vocab=4000"]),
+    "mt-4x256": ("mt", ["model.layers=4", "model.d=256", "model.heads=8", "model.ff=1024", "model.vocab=4000"]),
+    # the tiny Llama (4 x 128, 8 heads) at S and 2S steps
+    "lm-4x128-1200": ("lm", ["train.steps=1200", "train.warmup=100", "train.eval_every=100"]),
+    "lm-4x128-2400": ("lm", ["train.steps=2400", "train.warmup=100", "train.eval_every=100"]),
+    "lm-4x128-4800": ("lm", ["train.steps=4800", "train.warmup=100", "train.eval_every=200"]),
+    # MiniLM fine-tuned on the coherence pairs (the tiny preset's recipe: 500 steps)
+    "coherence-minilm": ("coherence", []),
+}
+MT_RECIPE = ["data.seq_len=64", "data.batch_size=64", "train.schedule=inverse_sqrt", "train.lr=0.001",
+             "train.warmup=400", "train.steps=20000", "train.eval_every=250", "train.checkpoint_every=500",
+             "train.dropout=0.1", "train.snapshots=[250,500,1000,1500,2000,3000,4000,5000,6000,8000,10000]"]
+
+
+def _heads(*args: str, timeout: float | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "heads", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def train(name: str, out: Path, budget_s: float, data_root: str) -> dict:
+    """Train one candidate for at most ``budget_s``; whether it finished and how long it took."""
+    task, overrides = CANDIDATES[name]
+    extra = MT_RECIPE if task == "mt" else []
+    started = time.perf_counter()
+    try:
+        run = _heads("train", "--task", task, "--preset", "tiny", "--out", str(out / name),
+                     f"data.root={data_root}", "train.threads=1", *extra, *overrides, timeout=budget_s)
+        finished = run.returncode == 0
+        if not finished:
+            raise SystemExit(f"{name}: heads train failed:\n{(run.stdout + run.stderr)[-2000:]}")
+    except subprocess.TimeoutExpired:
+        finished = False  # the budget ran out: the snapshots so far are what it reached
+    return {"candidate": name, "finished": finished, "seconds": time.perf_counter() - started}
+
+
+def _metrics(folder: Path) -> list[dict]:
+    path = folder / "metrics.jsonl"
+    rows = []
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue  # a line torn by the budget's stop
+    return rows
+
+
+def curve(name: str, out: Path, data_root: str, decode: int) -> list[dict]:
+    """One row per evaluated step: validation loss, seconds of training to get there and, for mt snapshots and
+    every finished run, the task metric on the validation split."""
+    task, _ = CANDIDATES[name]
+    folder = out / name
+    rows = []
+    seconds = {m["step"]: m.get("train_seconds") for m in _metrics(folder)}
+    for m in _metrics(folder):
+        if m.get("val_loss") is not None:
+            rows.append({"candidate": name, "task": task, "step": m["step"], "train_seconds": m.get("train_seconds"),
+                         "val_loss": m["val_loss"], "metric": "", "value": ""})
+    models = sorted((folder / "snapshots").glob("step-*"), key=lambda p: int(p.name[5:])) if task == "mt" else []
+    if (folder / "summary.json").is_file():
+        models.append(folder)
+    for model in models:
+        step = int(model.name[5:]) if model.name.startswith("step-") else json.loads(
+            (folder / "summary.json").read_text())["steps"]
+        result_file = folder / "sizing" / f"eval-{step}.json"
+        if not result_file.is_file():
+            args = ["evaluate", str(model), "--split", "validation", "--out", str(result_file),
+                    f"data.root={data_root}", "train.threads=1"]
+            if model != folder:  # a snapshot is a model folder: the run's task and config apply
+                args[2:2] = ["--task", task, "--config", str(folder / "config.json")]
+            if task == "mt":
+                args += ["eval.beams=1", f"eval.max_examples={decode}"]
+            done = _heads(*args)
+            if done.returncode != 0:
+                raise SystemExit(f"{name} step {step}: heads evaluate failed:\n{(done.stdout + done.stderr)[-2000:]}")
+        result = json.loads(result_file.read_text())
+        metric = {"mt": "bleu", "lm": "perplexity"}.get(task, "accuracy")
+        rows.append({"candidate": name, "task": task, "step": step, "train_seconds": seconds.get(step),
+                     "val_loss": result.get("loss"), "metric": metric, "value": result.get(metric)})
+    return rows
+
+
+FIELDS = ["candidate", "task", "step", "train_seconds", "val_loss", "metric", "value"]
+
+
+def merge(path: Path, rows: list[dict], names: set[str]) -> list[dict]:
+    """Rows of the file for other candidates, then these; sorted by candidate and step."""
+    kept = [r for r in csv.DictReader(path.open())] if path.is_file() else []
+    kept = [r for r in kept if r["candidate"] not in names] + rows
+    return sorted(kept, key=lambda r: (r["candidate"], int(r["step"]), r["metric"]))
+
+
+def figure(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = sorted({r["task"] for r in rows})
+    fig, axes = plt.subplots(2, len(tasks), figsize=(4.2 * len(tasks), 6.4), squeeze=False)
+    for j, task in enumerate(tasks):
+        for name in sorted({r["candidate"] for r in rows if r["task"] == task}):
+            mine = [r for r in rows if r["candidate"] == name]
+            loss = [r for r in mine if not r["metric"] and r["train_seconds"] not in ("", None)]
+            axes[0][j].plot([float(r["train_seconds"]) / 60 for r in loss], [float(r["val_loss"]) for r in loss],
+                            label=name)
+            scored = [r for r in mine if r["metric"] and r["value"] not in ("", None)]
+            if scored:
+                axes[1][j].plot([int(r["step"]) for r in scored], [float(r["value"]) for r in scored], "o-",
+                                label=name)
+                axes[1][j].set_ylabel(scored[0]["metric"] + " (validation)")
+        axes[0][j].set(title=task, xlabel="minutes of training (1 thread)", ylabel="validation loss")
+        axes[1][j].set_xlabel("step")
+        for ax in axes[:, j]:
+            ax.legend(fontsize=7)
+            ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--task", nargs="+", default=["mt", "lm", "coherence"])
+    p.add_argument("--candidates", nargs="+", help=f"(default: every one of --task; known: {sorted(CANDIDATES)})")
+    p.add_argument("--budget", type=float, default=45.0, help="minutes of wall-clock per candidate")
+    p.add_argument("--jobs", type=int, default=2, help="candidates trained at once, one thread each")
+    p.add_argument("--decode", type=int, default=200, help="mt: validation sentences decoded per snapshot")
+    p.add_argument("--runs", type=Path, default=ROOT / "results/small/sizing_runs", help="run folders (ignored)")
+    p.add_argument("--data-root", default="resources/data")
+    p.add_argument("--out", type=Path, default=ROOT / "results/small/sizing.csv")
+    args = p.parse_args(argv)
+    names = args.candidates or [n for n, (t, _) in CANDIDATES.items() if t in args.task]
+    unknown = sorted(set(names) - set(CANDIDATES))
+    if unknown:
+        raise SystemExit(f"unknown candidates {unknown}; known: {sorted(CANDIDATES)}")
+    with ThreadPoolExecutor(args.jobs) as pool:
+        trained = list(pool.map(lambda n: train(n, args.runs, args.budget * 60, args.data_root), names))
+        curves = list(pool.map(lambda n: curve(n, args.runs, args.data_root, args.decode), names))
+    rows = merge(args.out, [r for c in curves for r in c], set(names))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
+        w.writeheader()
+        w.writerows({k: r.get(k, "") for k in FIELDS} for r in rows)
+    if rows:
+        figure(rows, args.out.with_suffix(".png"))
+    for t in trained:
+        print(f"{t['candidate']}: {'finished' if t['finished'] else 'stopped at the budget'} in "
+              f"{t['seconds'] / 60:.1f} min", file=sys.stderr)
+    print(args.out, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
