@@ -575,6 +575,32 @@ def test_tables_and_the_ledger_say_when_runs_come_from_different_environments(tm
     assert "**Environments differ:**" in (out / "tt" / "runs.md").read_text()
 
 
+def test_the_ledger_writes_each_tasks_baseline_beside_its_trivial_baseline(tree_root, tmp_path):
+    """baselines.csv: per task the trained baseline's metric and convergence measure over seeds, and the trivial
+    baseline of the same examples, with the columns issue 13 names."""
+    from heads.report.baselines import baselines_table
+    from heads.report.collect import late_improvement
+
+    out = tmp_path / "out"
+    assert _cli(["claims", "--runs", str(tree_root), "--replications", str(REPLICATIONS), "--out", str(out)]) == 0
+    rows = list(csv.DictReader((out / "baselines.csv").open()))
+    assert list(rows[0])[:7] == ["task", "model", "metric", "value", "ci_low", "ci_high", "n_seeds"]
+    got = {(r["task"], r["model"], r["metric"]): r for r in rows}
+    cls = got[("cls", "baseline", "accuracy")]
+    assert float(cls["value"]) == pytest.approx(0.81) and cls["n_seeds"] == "3" and cls["n_failed"] == "0"
+    # the Student-t interval of 0.80, 0.81, 0.82: mean +- t(0.975, 2) * 0.01 / sqrt(3)
+    assert float(cls["ci_high"]) - 0.81 == pytest.approx(4.302653 * 0.01 / 3 ** 0.5, abs=1e-4)
+    overlap = got[("cls", "trivial", "accuracy")]
+    assert (overlap["name"], float(overlap["value"]), overlap["n_seeds"]) == ("word_overlap", pytest.approx(0.62),
+                                                                              "3")
+    assert ("lm", "trivial", "perplexity") not in got  # no trivial baseline for a language model
+    tree = RunTree(tree_root)
+    lm = [late_improvement(r.metrics) for r in tree.select("lm", **BASE)]
+    assert float(got[("lm", "baseline", "late_improvement")]["value"]) == pytest.approx(sum(lm) / 3, abs=1e-4)
+    assert {k[0] for k in got} == {"lm", "mt", "cls"}
+    assert (out / "baselines.md").read_text() == baselines_table(tree).to_markdown()
+
+
 def test_the_ledger_marks_verdicts_a_perturbation_flipped_as_fragile(tree_root, tmp_path):
     measurement = tmp_path / "perturbation.json"
     measurement.write_text(json.dumps({"perturbation": {"label": "kernels at default, 2 threads"}, "claims": {

@@ -90,7 +90,7 @@ def cmd_claims(args: argparse.Namespace) -> int:
     tree = _tree(args.runs)
     results = evaluate_all(claims, tree, measurement)
     _warn(tree)
-    for path in write_ledger(results, args.out, tree.environment_note()):
+    for path in write_ledger(results, args.out, tree.environment_note(), tree):
         print(path)
     counts = Counter(r.verdict for r in results)
     print(", ".join(f"{v}: {n}" for v, n in sorted(counts.items())))
@@ -120,7 +120,8 @@ def register(sub) -> None:
     )
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("claims", help="evaluate every replications/*/claims.yaml: OUT/CLAIMS.md, OUT/claims.csv")
+    p = sub.add_parser("claims", help="evaluate every replications/*/claims.yaml: OUT/CLAIMS.md, OUT/claims.csv, "
+                       "and OUT/baselines.csv (each task's baseline beside its trivial ones)")
     p.add_argument("--runs", type=Path, required=True, help="the run tree, OUT/runs")
     p.add_argument("--replications", type=Path, default=Path("replications"), help="folder of replication specs")
     p.add_argument("--out", type=Path, required=True, help="folder for CLAIMS.md and claims.csv, e.g. OUT")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from heads.io import write_text
+from heads.report.baselines import baselines_table
 from heads.report.collect import RunTree
 from heads.report.fmt import Table, fmt
 from heads.report.measures import Series, measure
@@ -266,9 +267,14 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
     return "\n".join(lines) + "\n"
 
 
-def write_ledger(results: Sequence[ClaimResult], out: str | Path, environments: str | None = None) -> list[Path]:
+def write_ledger(results: Sequence[ClaimResult], out: str | Path, environments: str | None = None,
+                 tree: RunTree | None = None) -> list[Path]:
     """``out/CLAIMS.md`` and ``out/claims.csv`` (atomic; identical inputs give identical bytes); ``environments``
-    (:meth:`RunTree.environment_note`) is said under the rule when the runs come from different environments."""
+    (:meth:`RunTree.environment_note`) is said under the rule when the runs come from different environments.
+    With the run ``tree``, also ``out/baselines.csv`` and ``.md``: what the preconditions read, per task."""
     out = Path(out)
-    return [write_text(out / "CLAIMS.md", ledger_markdown(results, environments=environments)),
-            write_text(out / "claims.csv", ledger_table(results).to_csv())]
+    written = [write_text(out / "CLAIMS.md", ledger_markdown(results, environments=environments)),
+               write_text(out / "claims.csv", ledger_table(results).to_csv())]
+    if tree is not None:
+        written += baselines_table(tree).write(out, "baselines")
+    return written

@@ -345,7 +345,7 @@ class RunTree:
     def _over_trivial(self, task: str, runs: list[Run]) -> None:
         """``over_trivial``: a run's metric minus the best trivial baseline of its task on the same seed's
         examples (``heads trivial``; word overlap for pair classification)."""
-        trivial = self._arms(task, "trivial").get("none", {})
+        trivial = self.trivial(task)
         for run in runs:
             data = trivial.get(run.seed)
             found = (data.get("baselines") if isinstance(data, dict) else None) or {}
@@ -381,6 +381,10 @@ class RunTree:
     def ablation(self, task: str) -> dict[int, dict]:
         """``{seed: ablation JSON}``."""
         return self._per_seed(task, "ablation", "none", lambda d: isinstance(d, dict))
+
+    def trivial(self, task: str) -> dict[int, dict]:
+        """``{seed: trivial-baselines JSON}`` (``heads trivial``)."""
+        return self._per_seed(task, "trivial", "none", lambda d: isinstance(d, dict))
 
     def curve_scorers(self, task: str) -> list[str]:
         return sorted(self._arms(task, "curve"))

@@ -101,6 +101,7 @@ rule claims:
     output:
         md=report(f"{OUT}/CLAIMS.md", caption="../report/claims.rst", category="Claims ledger"),
         csv=f"{OUT}/claims.csv",
+        baselines=multiext(f"{OUT}/baselines", ".csv", ".md"),
     log:
         f"logs/{PRESET}/report/claims.log",
     benchmark:

@@ -1,0 +1,49 @@
+"""What each task's models reach before anything is pruned: the trained baseline beside the trivial baselines.
+
+A claim is only testable where its models can show it (replications/preconditions.yaml); this table puts the
+numbers those preconditions read side by side, per task, over seeds: the baseline's task metric on the
+evaluation split, how much its validation loss still fell over the last half of training (the convergence
+measure), and the trivial baselines of the same examples (``heads trivial``: word overlap for pair tasks).
+``heads claims`` writes it beside the ledger (``OUT/baselines.csv``).
+"""
+
+from __future__ import annotations
+
+from heads.report.collect import BASELINE, RunTree, number
+from heads.report.fmt import Table
+from heads.report.tables import ci
+
+COLUMNS = ["task", "model", "metric", "value", "ci_low", "ci_high", "n_seeds", "name", "n_failed"]
+# the convergence measure the LM precondition reads, shown for every trained baseline
+CONVERGENCE = "late_improvement"
+
+
+def baselines_table(tree: RunTree) -> Table:
+    """One row per (task, model, metric): ``model`` is ``baseline`` for the trained model and ``trivial`` for a
+    trivial one (``name`` says which); a mean over seeds with a Student-t 95 % interval."""
+    rows = []
+    for task in tree.tasks:
+        runs = tree.select(task, **BASELINE)
+        ok = [r for r in runs if not r.failed]
+        metric = tree.metric(task, runs)
+        failed = len(runs) - len(ok)
+        if runs:
+            for fld, name in ((metric, "value"), (CONVERGENCE, CONVERGENCE)):
+                values = [number(r.record.get(name)) for r in ok]
+                values = [v for v in values if v is not None]
+                if values or failed:
+                    rows.append([task, "baseline", fld, *ci(values, fld), len(values), runs[0].group, failed])
+        trivial: dict[str, list[float]] = {}
+        for _, data in sorted(tree.trivial(task).items()):
+            for name, result in sorted(((data or {}).get("baselines") or {}).items()):
+                value = number(result.get(metric)) if isinstance(result, dict) else None
+                if value is not None:
+                    trivial.setdefault(name, []).append(value)
+        for name, values in trivial.items():
+            rows.append([task, "trivial", metric, *ci(values, metric), len(values), name, 0])
+    return Table("Baselines", COLUMNS, rows, caption=(
+        "What each task's models reach before pruning: the trained baseline's metric on the evaluation split and "
+        f"`{CONVERGENCE}` (its validation loss's relative fall over the last half of training: near 0 when "
+        "converged), beside trivial baselines of the same examples (`name`: word overlap for pair tasks); means "
+        "over seeds with Student-t 95 % intervals, clipped to what the metric can take. The claims' preconditions "
+        "(replications/preconditions.yaml) read these numbers."))
