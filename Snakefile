@@ -30,3 +30,16 @@ rule all:
         surgery_tables(),
         all_runs(),
         surgery_runs(),
+
+
+# One target per replication, named as its folder (`snakemake --cores 2 michel2019`): its runs and what it
+# renders, nothing of the other replications (the whole ledger, CLAIMS.md, needs every replication's runs).
+for _replication in REPLICATIONS:
+
+    rule:
+        name:
+            _replication
+        input:
+            [done(label) for label in SHEET.of[_replication]],
+            replication_outputs(_replication),
+        localrule: True

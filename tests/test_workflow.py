@@ -38,6 +38,24 @@ def test_dry_run_resolves_every_preset(preset):
 
 
 @needs_snakemake
+@pytest.mark.parametrize("replication", ["michel2019", "training_time"])
+def test_a_replication_is_a_target_of_its_own_name(replication):
+    """``snakemake michel2019`` plans that replication's run-sheet entries and renders, and none of another's."""
+    from heads.sheet import build, dag_for
+
+    run = snakemake("-n", "--forceall", replication, "--config", "preset=smoke")
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-3000:]
+    counts = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.M)}
+    sheet = build(ROOT / "replications", dag_for(ROOT / "replications", "smoke"))
+    mine = sheet.of[replication]
+    assert counts["train"] + counts.get("analyse", 0) == len(mine), counts
+    assert counts["replication_claims"] == 1 and "claims" not in counts, counts
+    others = [r for r in sheet.of if r != replication]
+    assert not any(f"results/smoke/{r}/" in out for r in others), others
+
+
+@needs_snakemake
 def test_a_fresh_clone_runs_the_whole_dag_despite_the_committed_results(tmp_path):
     from smoke_dag import copy_repo
 

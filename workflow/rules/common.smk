@@ -162,15 +162,19 @@ def artefacts(replication):
         return yaml.safe_load(f)
 
 
+def replication_outputs(rep):
+    """What one replication renders: its tables, figures and claims page."""
+    kinds = artefacts(rep)
+    out = [f"{OUT}/{rep}/{t}.{ext}" for t in kinds["tables"] for ext in ("csv", "md")]
+    out += [f"{OUT}/{rep}/{f}.png" for f in kinds["figures"]]
+    out.append(f"{OUT}/{rep}/claims.md")
+    return out
+
+
 def report_outputs():
     out = [f"{OUT}/CLAIMS.md", f"{OUT}/claims.csv"]
     for rep in REPLICATIONS:
-        kinds = artefacts(rep)
-        out += [
-            f"{OUT}/{rep}/{t}.{ext}" for t in kinds["tables"] for ext in ("csv", "md")
-        ]
-        out += [f"{OUT}/{rep}/{f}.png" for f in kinds["figures"]]
-        out.append(f"{OUT}/{rep}/claims.md")
+        out += replication_outputs(rep)
     return out
 
 
