@@ -10,9 +10,10 @@ differently as fragile.
 
     python benchmarks/bench_machines.py --other-rev 089e404 --other-label "an AVX512 machine (089e404)"
 
-Cells are matched by their table, their row's text and coordinate columns (task, arm, ratio, step, ...) and the
-row's position among rows with the same ones; a clock column (seconds, throughput, speed-up) is counted apart, since
-clock readings move on any machine.
+Cells are matched by their table, their row's identity columns (task, arm, site, ratio, step, ...) and the row's
+position among rows with the same identity; every other cell is compared, a number by its relative move and text
+("2/3" seeds significant, a blank that appeared) as moved or not. A clock column (seconds, throughput, a speed-up
+and its interval) is counted apart, since clock readings move on any machine.
 """
 
 from __future__ import annotations
@@ -33,8 +34,14 @@ from heads.io import write_text
 ROOT = Path(__file__).resolve().parents[1]
 # columns that hold clock readings or ratios of them: they differ between any two runs
 CLOCK = re.compile(r"(second|time|ttt|_s$|per_s|speed|throughput|examples|tokens_per)")
-# numeric columns that say where a row sits (a ratio, a step), not what was measured there
-COORDINATES = {"ratio", "step", "batch", "head", "lam", "attention_dropout"}
+# tables whose interval columns are the interval of a clock reading (speed-ups)
+CLOCK_TABLES = {"speed.csv"}
+# the columns that say which row a row is (its arm, site, ratio, step), not what was measured there; every other
+# column, text included ("2/3" seeds significant, "*", true/false), is compared
+IDENTITY = {"task", "site", "label", "kind", "head", "scorer", "variant", "strategy", "comparison", "metric", "lam",
+            "kept", "ratio", "step", "batch", "attention_dropout"}
+# what the tiny DAG renders under results/; other presets and benchmark outputs live in sub-folders of it
+OTHER_FOLDERS = {"runs", "smoke", "small", "paper", "perturbed", "bench", "surgery"}
 
 
 def _number(text: str) -> float | None:
@@ -59,8 +66,14 @@ def read_tree(files: Iterable[str], read: Callable[[str], str | None]) -> dict[s
     return tables
 
 
+def _rendered(name: str) -> bool:
+    """A table the tiny DAG renders (``results/<replication>/*.csv``, the ledger), not another preset's."""
+    parts = name.split("/")
+    return not (len(parts) > 1 and parts[0] in OTHER_FOLDERS)
+
+
 def folder_reader(folder: Path) -> tuple[list[str], Callable[[str], str | None]]:
-    names = [p.relative_to(folder).as_posix() for p in folder.rglob("*.csv") if "runs" not in p.parts]
+    names = [n for p in folder.rglob("*.csv") if _rendered(n := p.relative_to(folder).as_posix())]
 
     def read(name: str) -> str | None:
         path = folder / name
@@ -72,7 +85,7 @@ def folder_reader(folder: Path) -> tuple[list[str], Callable[[str], str | None]]
 def git_reader(rev: str, folder: str = "results") -> tuple[list[str], Callable[[str], str | None]]:
     listed = subprocess.run(["git", "ls-tree", "-r", "--name-only", rev, "--", folder], cwd=ROOT, check=True,
                             capture_output=True, text=True).stdout.split()
-    names = [n[len(folder) + 1:] for n in listed if n.endswith(".csv")]
+    names = [n[len(folder) + 1:] for n in listed if n.endswith(".csv") and _rendered(n[len(folder) + 1:])]
 
     def read(name: str) -> str | None:
         shown = subprocess.run(["git", "show", f"{rev}:{folder}/{name}"], cwd=ROOT, capture_output=True, text=True)
@@ -82,14 +95,22 @@ def git_reader(rev: str, folder: str = "results") -> tuple[list[str], Callable[[
 
 
 def _keyed(rows: list[dict[str, str]]) -> dict[tuple, dict[str, str]]:
-    """Rows keyed by their text columns and their position among rows with the same text."""
+    """Rows keyed by their identity columns and their position among rows with the same identity."""
     keyed: dict[tuple, dict[str, str]] = {}
     seen: dict[tuple, int] = {}
     for row in rows:
-        text = tuple((k, v) for k, v in row.items() if k in COORDINATES or _number(v or "") is None)
-        seen[text] = seen.get(text, -1) + 1
-        keyed[(text, seen[text])] = row
+        ident = tuple((k, v) for k, v in row.items() if k in IDENTITY)
+        seen[ident] = seen.get(ident, -1) + 1
+        keyed[(ident, seen[ident])] = row
     return keyed
+
+
+def _moved(a: str, b: str) -> float:
+    """How far a cell moved: relative for two numbers, 1 for changed text or a value that appeared or vanished."""
+    x, y = _number(a), _number(b)
+    if x is not None and y is not None:
+        return _rel(x, y)
+    return 0.0 if a == b else 1.0
 
 
 def compare_tables(here: dict[str, list[dict]], other: dict[str, list[dict]]) -> dict:
@@ -105,19 +126,20 @@ def compare_tables(here: dict[str, list[dict]], other: dict[str, list[dict]]) ->
         rows_only = len(set(a) ^ set(b))
         cell = {"table": name, "rows": len(set(a) & set(b)), "rows_unmatched": rows_only, "cells": 0, "moved": 0,
                 "max_rel": 0.0, "where": "", "clock_cells": 0, "clock_moved": 0}
+        clock_table = name.rsplit("/", 1)[-1] in CLOCK_TABLES
         for key in sorted(set(a) & set(b), key=str):
             for col, va in a[key].items():
-                x, y = _number(va or ""), _number(b[key].get(col) or "")
-                if x is None or y is None or col in COORDINATES:
+                if col in IDENTITY:
                     continue
-                clock = bool(CLOCK.search(col))
+                vb = b[key].get(col) or ""
+                clock = bool(CLOCK.search(col)) or (clock_table and col.startswith("ci_"))
                 cell["clock_cells" if clock else "cells"] += 1
-                rel = _rel(x, y)
+                rel = _moved(va or "", vb)
                 if rel > 0:
                     cell["clock_moved" if clock else "moved"] += 1
                     if not clock and rel > cell["max_rel"]:
                         where = ", ".join(v for _, v in key[0] if v)
-                        cell["max_rel"], cell["where"] = rel, f"{where} {col}: {va} -> {b[key][col]}"
+                        cell["max_rel"], cell["where"] = rel, f"{where} {col}: {va} (there) -> {vb} (here)"
         tables.append(cell)
     return {"tables": tables, "unmatched": unmatched}
 
@@ -191,7 +213,8 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     names, read_here = folder_reader(args.results)
-    other_names, read_other = git_reader(args.other_rev) if args.other_rev else folder_reader(args.other)
+    folder = args.results.resolve().relative_to(ROOT).as_posix() if args.other_rev else None
+    other_names, read_other = git_reader(args.other_rev, folder) if args.other_rev else folder_reader(args.other)
     here_claims, other_claims = read_here("claims.csv"), read_other("claims.csv")
     if here_claims is None or other_claims is None:
         raise SystemExit(f"no claims.csv {'here' if here_claims is None else 'on the other side'}: render first")
@@ -199,6 +222,8 @@ def main(argv: list[str] | None = None) -> None:
     data = {
         "perturbation": {"label": args.other_label, "here": here, "other": args.other_rev or str(args.other),
                          "capability": "another machine's"},
+        # two real machines: neither is the reference, so a verdict either gave is what the other is measured against
+        "symmetric": True,
         "claims": compare_claims(list(csv.DictReader(io.StringIO(here_claims))),
                                  list(csv.DictReader(io.StringIO(other_claims)))),
         **compare_tables(read_tree(names, read_here), read_tree(other_names, read_other)),

@@ -15,8 +15,10 @@ which is the convergence rule itself. Candidates run ``--jobs`` at a time, one t
     python benchmarks/bench_small_sizing.py --task mt --budget 45
     python benchmarks/bench_small_sizing.py --task lm coherence --jobs 2
 
-Rows go to ``results/small/sizing.csv`` (merged by task and candidate, so tasks can be measured in separate
-calls) and the curves to ``results/small/sizing.png``.
+Rows go to ``results/small/sizing.csv`` (merged by candidate, so candidates can be measured in separate calls)
+and the curves to ``results/small/sizing.png``. A candidate trained once is not trained again (its stop at the
+budget is recorded beside its run folder, and resuming it would overrun the budget): a second call only evaluates
+what the first left. The run folders (``--runs``) are git-ignored.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # name -> (task, overrides); steps and snapshots are part of each candidate
 CANDIDATES: dict[str, tuple[str, list[str]]] = {
-    # the tiny Marian (2+2 x 128, 8 heads) given time, and two wider ones
+    # the tiny Marian's shape (2+2 x 128, 8 heads; a 4000-token BPE) given time, and two wider ones
     "mt-2x128": ("mt", ["model.layers=2", "model.d=128", "model.heads=8", "model.vocab=4000"]),
     "mt-3x256": ("mt", ["model.layers=3", "model.d=256", "model.heads=8", "model.ff=1024", "model.vocab=4000"]),
     "mt-4x256": ("mt", ["model.layers=4", "model.d=256", "model.heads=8", "model.ff=1024", "model.vocab=4000"]),
@@ -57,20 +59,49 @@ def _heads(*args: str, timeout: float | None = None) -> subprocess.CompletedProc
                           text=True, timeout=timeout)
 
 
-def train(name: str, out: Path, budget_s: float, data_root: str) -> dict:
-    """Train one candidate for at most ``budget_s``; whether it finished and how long it took."""
+def overrides_of(name: str) -> list[str]:
+    """The candidate's overrides over the tiny preset's task config (mt: the inverse-sqrt recipe first)."""
     task, overrides = CANDIDATES[name]
-    extra = MT_RECIPE if task == "mt" else []
+    return [*(MT_RECIPE if task == "mt" else []), *overrides]
+
+
+def warm_up(name: str, out: Path, data_root: str) -> None:
+    """Prepare the candidate's data and tokenizer outside its budget (a 4000-token BPE takes minutes to train)."""
+    task, _ = CANDIDATES[name]
+    scratch = out / ".warmup" / name
+    if scratch.exists():
+        return
+    done = _heads("train", "--task", task, "--preset", "tiny", "--out", str(scratch), f"data.root={data_root}",
+                  "train.threads=1", *overrides_of(name), "train.steps=1", "train.snapshots=[]", "train.warmup=0",
+                  "train.eval_every=1", "train.checkpoint_every=1", "eval.max_examples=1")
+    if done.returncode != 0:
+        raise RuntimeError(f"warm-up failed:\n{(done.stdout + done.stderr)[-2000:]}")
+
+
+def train(name: str, out: Path, budget_s: float, data_root: str) -> dict:
+    """Train one candidate for at most ``budget_s`` (once: a recorded result is returned as it was); whether it
+    finished, was stopped at the budget or failed, and how long it took."""
+    task, _ = CANDIDATES[name]
+    record = out / f"{name}.train.json"
+    if record.is_file():
+        return json.loads(record.read_text())
+    result = {"candidate": name, "status": "finished", "budget_s": budget_s}
     started = time.perf_counter()
     try:
+        warm_up(name, out, data_root)
+        started = time.perf_counter()
         run = _heads("train", "--task", task, "--preset", "tiny", "--out", str(out / name),
-                     f"data.root={data_root}", "train.threads=1", *extra, *overrides, timeout=budget_s)
-        finished = run.returncode == 0
-        if not finished:
-            raise SystemExit(f"{name}: heads train failed:\n{(run.stdout + run.stderr)[-2000:]}")
+                     f"data.root={data_root}", "train.threads=1", *overrides_of(name), timeout=budget_s)
+        if run.returncode != 0:
+            result.update(status="failed", message=(run.stdout + run.stderr)[-2000:])
     except subprocess.TimeoutExpired:
-        finished = False  # the budget ran out: the snapshots so far are what it reached
-    return {"candidate": name, "finished": finished, "seconds": time.perf_counter() - started}
+        result["status"] = "stopped at the budget"  # the snapshots so far are what it reached
+    except RuntimeError as exc:
+        result.update(status="failed", message=str(exc))
+    result["seconds"] = time.perf_counter() - started
+    out.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(result, indent=2) + "\n")
+    return result
 
 
 def _metrics(folder: Path) -> list[dict]:
@@ -101,7 +132,8 @@ def curve(name: str, out: Path, data_root: str, decode: int) -> list[dict]:
     for model in models:
         step = int(model.name[5:]) if model.name.startswith("step-") else json.loads(
             (folder / "summary.json").read_text())["steps"]
-        result_file = folder / "sizing" / f"eval-{step}.json"
+        # beside the run folder, never in it: heads train refuses a folder holding files it did not write
+        result_file = out / f"{name}.eval" / f"step-{step}.json"
         if not result_file.is_file():
             args = ["evaluate", str(model), "--split", "validation", "--out", str(result_file),
                     f"data.root={data_root}", "train.threads=1"]
@@ -111,7 +143,9 @@ def curve(name: str, out: Path, data_root: str, decode: int) -> list[dict]:
                 args += ["eval.beams=1", f"eval.max_examples={decode}"]
             done = _heads(*args)
             if done.returncode != 0:
-                raise SystemExit(f"{name} step {step}: heads evaluate failed:\n{(done.stdout + done.stderr)[-2000:]}")
+                print(f"{name} step {step}: heads evaluate failed:\n{(done.stdout + done.stderr)[-2000:]}",
+                      file=sys.stderr)
+                continue
         result = json.loads(result_file.read_text())
         metric = {"mt": "bleu", "lm": "perplexity"}.get(task, "accuracy")
         rows.append({"candidate": name, "task": task, "step": step, "train_seconds": seconds.get(step),
@@ -184,8 +218,8 @@ def main(argv: list[str] | None = None) -> None:
     if rows:
         figure(rows, args.out.with_suffix(".png"))
     for t in trained:
-        print(f"{t['candidate']}: {'finished' if t['finished'] else 'stopped at the budget'} in "
-              f"{t['seconds'] / 60:.1f} min", file=sys.stderr)
+        print(f"{t['candidate']}: {t['status']} in {t['seconds'] / 60:.1f} min"
+              + (f"\n{t['message']}" if t.get("message") else ""), file=sys.stderr)
     print(args.out, file=sys.stderr)
 
 

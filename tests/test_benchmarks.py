@@ -174,6 +174,11 @@ def _results(folder: Path, verdict: str, bleu: str, seconds: str) -> Path:
     (folder / "michel2019" / "curve.csv").write_text(
         "task,scorer,ratio,mean,train_seconds\n"
         f"mt,importance,0.000,{bleu},{seconds}\nmt,importance,0.500,0.0400,9.0\nlm,random,0.500,12.5,3.0\n")
+    # a text cell that is a measurement (seeds significant) and the interval of a clock ratio
+    (folder / "michel2019" / "speed.csv").write_text(
+        f"task,ratio,batch,speedup,ci_low,significant_seeds\ncls,0.500,32,1.2,{seconds},{'2/3' if verdict == 'supported' else '1/3'}\n")
+    (folder / "smoke").mkdir()  # another preset's results are not this comparison's
+    (folder / "smoke" / "claims.csv").write_text("claim,verdict\n")
     return folder
 
 
@@ -192,14 +197,19 @@ def test_machines_compares_two_rendered_results_and_the_ledger_reads_it(tmp_path
     assert data["claims"]["B1-mt"] == {"base": "supported", "perturbed": "inconclusive", "effect_base": 0.25,
                                        "effect_perturbed": 0.25}
     assert data["claims"]["A1-lm"]["effect_base"] is None
-    (table,) = data["tables"]
-    assert table["table"] == "michel2019/curve.csv" and table["rows"] == 3
+    table, speed = data["tables"]
+    assert table["table"] == "michel2019/curve.csv" and table["rows"] == 3 and not data["unmatched"]
     assert (table["cells"], table["moved"], table["clock_cells"], table["clock_moved"]) == (3, 1, 3, 1)
     assert table["max_rel"] == pytest.approx(0.001 / 0.051)
-    assert "mt, importance, 0.000 mean: 0.0510 -> 0.0500" in table["where"]
+    assert "mt, importance, 0.000 mean: 0.0510 (there) -> 0.0500 (here)" in table["where"]
+    # the speed-up's interval is a clock reading; a changed count of significant seeds is a move of a measurement
+    assert (speed["cells"], speed["moved"], speed["clock_cells"], speed["clock_moved"]) == (1, 1, 2, 1)
+    assert "significant_seeds: 1/3 (there) -> 2/3 (here)" in speed["where"]
     text = out.read_text()
     assert "Verdicts changed: 1 of 2 (B1-mt)" in text and "| michel2019/curve.csv | 3 | 3 | 1 |" in text
     assert robustness("B1-mt", "supported", data) == "fragile: inconclusive under an AVX512 box"
+    # two real machines are symmetric: rendered from the other side's results, the verdict is just as fragile
+    assert robustness("B1-mt", "inconclusive", data).startswith("fragile: supported under kernels at")
     imitated = {"perturbation": {"label": "kernels at default"}, "claims": {
         "B1-mt": {"base": "supported", "perturbed": "supported"},
         "A1-lm": {"base": "inconclusive", "perturbed": "inconclusive"}}}
@@ -217,7 +227,7 @@ def test_small_sizing_reads_curves_from_runs_stopped_at_the_budget(tmp_path):
     sizing = runpy.run_path(str(BENCH / "bench_small_sizing.py"))
     runs = tmp_path / "runs"
     mt = runs / "mt-2x128"
-    (mt / "sizing").mkdir(parents=True)
+    (runs / "mt-2x128.eval").mkdir(parents=True)
     (mt / "snapshots" / "step-250").mkdir(parents=True)
     (mt / "snapshots" / "step-500").mkdir(parents=True)
     (mt / "metrics.jsonl").write_text(
@@ -225,7 +235,7 @@ def test_small_sizing_reads_curves_from_runs_stopped_at_the_budget(tmp_path):
         + json.dumps({"step": 250, "val_loss": 5.0, "train_seconds": 60.0}) + "\n"
         + json.dumps({"step": 500, "val_loss": 4.0, "train_seconds": 121.0}) + "\n" + '{"step": 5')
     for step, bleu in ((250, 1.5), (500, 4.25)):  # already evaluated: curve() reads them back
-        (mt / "sizing" / f"eval-{step}.json").write_text(json.dumps({"bleu": bleu, "loss": 9.0 - step / 100}))
+        (runs / "mt-2x128.eval" / f"step-{step}.json").write_text(json.dumps({"bleu": bleu, "loss": 9 - step / 100}))
     rows = sizing["curve"]("mt-2x128", runs, "unused", 10)
     assert [(r["step"], r["metric"]) for r in rows] == [(0, ""), (250, ""), (500, ""), (250, "bleu"), (500, "bleu")]
     assert rows[-1] == {"candidate": "mt-2x128", "task": "mt", "step": 500, "train_seconds": 121.0,
@@ -237,8 +247,16 @@ def test_small_sizing_reads_curves_from_runs_stopped_at_the_budget(tmp_path):
     assert [r["candidate"] for r in merged] == ["lm-4x128-1200"] + ["mt-2x128"] * 5  # the stale mt row replaced
     sizing["figure"](merged, tmp_path / "sizing.png")
     assert (tmp_path / "sizing.png").stat().st_size > 0
-    stopped = sizing["train"]("lm-4x128-1200", runs, 0.2, str(tmp_path / "data"))
-    assert stopped["finished"] is False and stopped["candidate"] == "lm-4x128-1200"
+    # a candidate trained once is not trained again: its recorded stop is returned as it was
+    record = {"candidate": "lm-4x128-1200", "status": "stopped at the budget", "budget_s": 60.0, "seconds": 60.2}
+    (runs / "lm-4x128-1200.train.json").write_text(json.dumps(record))
+    assert sizing["train"]("lm-4x128-1200", runs, 0.1, str(tmp_path / "data")) == record
+    # every candidate's overrides resolve over the tiny preset (a typo would cost a whole budget to find)
+    from heads.resolve import resolve
+
+    for name, (task, _) in sizing["CANDIDATES"].items():
+        cfg = resolve(task, "tiny", None, sizing["overrides_of"](name))
+        assert cfg.train.steps >= 500 and (task != "mt" or cfg.train.schedule == "inverse_sqrt"), name
 
 
 # -- the prepared GPU check (benchmarks/gpu_check.sh and gpu_check.py): its CPU-safe parts ------------------

@@ -615,6 +615,16 @@ def test_the_ledger_marks_verdicts_a_perturbation_flipped_as_fragile(tree_root, 
     assert rows["A1-mt"]["robustness"] == "not measured"
     md = (out / "CLAIMS.md").read_text()
     assert "**supported** (fragile)" in md and md.count("(fragile)") == 2  # the row and the rule above the table
+    # several measurements: a real other machine beside the imitated one; fragile if either flipped
+    machines = tmp_path / "machines.json"
+    machines.write_text(json.dumps({"perturbation": {"label": "an AVX512 machine", "here": "AVX2"}, "symmetric": True,
+                                    "claims": {"D1-lm": {"base": "supported", "perturbed": "inconclusive"},
+                                               "D5-lm": {"base": "supported", "perturbed": "supported"}}}))
+    assert _cli(["claims", "--runs", str(tree_root), "--replications", str(REPLICATIONS), "--out", str(out),
+                 "--robustness", str(measurement), str(machines)]) == 0
+    rows = {r["claim"]: r for r in csv.DictReader((out / "claims.csv").open())}
+    assert rows["D1-lm"]["robustness"] == "fragile: inconclusive under an AVX512 machine"
+    assert rows["D5-lm"]["robustness"] == "fragile: inconclusive under kernels at default, 2 threads"
     from heads.cli.common import UserError
 
     with pytest.raises(UserError, match="absent.json: no such file"):

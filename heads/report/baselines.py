@@ -9,6 +9,8 @@ measure), and the trivial baselines of the same examples (``heads trivial``: wor
 
 from __future__ import annotations
 
+import math
+
 from heads.report.collect import BASELINE, RunTree, number
 from heads.report.fmt import Table
 from heads.report.tables import ci
@@ -30,14 +32,14 @@ def baselines_table(tree: RunTree) -> Table:
         if runs:
             for fld, name in ((metric, "value"), (CONVERGENCE, CONVERGENCE)):
                 values = [number(r.record.get(name)) for r in ok]
-                values = [v for v in values if v is not None]
+                values = [v for v in values if v is not None and math.isfinite(v)]
                 if values or failed:
                     rows.append([task, "baseline", fld, *ci(values, fld), len(values), runs[0].group, failed])
         trivial: dict[str, list[float]] = {}
         for _, data in sorted(tree.trivial(task).items()):
             for name, result in sorted(((data or {}).get("baselines") or {}).items()):
                 value = number(result.get(metric)) if isinstance(result, dict) else None
-                if value is not None:
+                if value is not None and math.isfinite(value):
                     trivial.setdefault(name, []).append(value)
         for name, values in trivial.items():
             rows.append([task, "trivial", metric, *ci(values, metric), len(values), name, 0])

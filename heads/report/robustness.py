@@ -33,7 +33,8 @@ def load(path: str | Path | None) -> dict | None:
 def robustness(claim_id: str, verdict: str, measurement: dict[str, Any] | list[dict[str, Any]] | None) -> str:
     """What the measurements (one, several, or none) say about this claim's current verdict: *fragile* if any
     of them gave another verdict, else the ones that gave the same, else not measured."""
-    measurements = [m for m in (measurement if isinstance(measurement, list) else [measurement]) if m is not None]
+    many = measurement if isinstance(measurement, (list, tuple)) else [measurement]
+    measurements = [m for m in many if m is not None]
     said = [_one(claim_id, verdict, m) for m in measurements]
     fragile = [s for s in said if s.startswith(FRAGILE)]
     if fragile:
@@ -50,6 +51,9 @@ def _one(claim_id: str, verdict: str, measurement: dict[str, Any]) -> str:
         return NOT_MEASURED
     # a verdict carried over from an earlier measurement names its own perturbation
     under = found.get("under") or measurement["perturbation"].get("label", "the perturbation")
+    if measurement.get("symmetric") and found.get("perturbed") == verdict != found.get("base"):
+        # two real machines: the ledger may be rendered from either side's results
+        return f"{FRAGILE}: {found.get('base')} under {measurement['perturbation'].get('here', 'the other side')}"
     if found.get("base") != verdict:
         return f"{NOT_MEASURED} for this verdict (the measurement compared a run that gave {found.get('base')})"
     if found.get("perturbed") == verdict:
