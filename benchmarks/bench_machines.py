@@ -115,7 +115,7 @@ def _moved(a: str, b: str) -> float:
 
 def compare_tables(here: dict[str, list[dict]], other: dict[str, list[dict]]) -> dict:
     """Per table: cells compared, cells moved, the largest relative move and where; clock columns apart."""
-    tables, unmatched = [], []
+    tables, unmatched, tasks = [], [], {}
     for name in sorted(set(here) | set(other)):
         if name == "claims.csv" or name.startswith("bench/"):
             continue
@@ -135,13 +135,20 @@ def compare_tables(here: dict[str, list[dict]], other: dict[str, list[dict]]) ->
                 clock = bool(CLOCK.search(col)) or (clock_table and col.startswith("ci_"))
                 cell["clock_cells" if clock else "cells"] += 1
                 rel = _moved(va or "", vb)
+                if not clock:  # the same count per task: the tasks' models differ in how much they move
+                    task = tasks.setdefault(a[key].get("task") or "-", {"cells": 0, "moved": 0, "max_rel": 0.0,
+                                                                         "where": ""})
+                    task["cells"] += 1
+                    task["moved"] += rel > 0
+                    if rel > task["max_rel"]:
+                        task["max_rel"], task["where"] = rel, f"{name} {col}: {va} (there) -> {vb} (here)"
                 if rel > 0:
                     cell["clock_moved" if clock else "moved"] += 1
                     if not clock and rel > cell["max_rel"]:
                         where = ", ".join(v for _, v in key[0] if v)
                         cell["max_rel"], cell["where"] = rel, f"{where} {col}: {va} (there) -> {vb} (here)"
         tables.append(cell)
-    return {"tables": tables, "unmatched": unmatched}
+    return {"tables": tables, "unmatched": unmatched, "tasks": dict(sorted(tasks.items()))}
 
 
 def compare_claims(here: list[dict[str, str]], other: list[dict[str, str]]) -> dict[str, dict]:
@@ -187,6 +194,10 @@ def markdown(data: dict) -> str:
         mark = " **(changed)**" if c["base"] != c["perturbed"] else ""
         lines.append(f"| {cid} | {c['base']} | {c['perturbed']}{mark} | {_fmt(c['effect_base'])} | "
                      f"{_fmt(c['effect_perturbed'])} |")
+    lines += ["", "## By task (clock columns apart)", "", "| task | cells | moved | largest relative move | where |",
+              "| --- | --- | --- | --- | --- |"]
+    for task, t in data.get("tasks", {}).items():
+        lines.append(f"| {task} | {t['cells']} | {t['moved']} | {t['max_rel']:.3g} | {t['where'] or '–'} |")
     lines += ["", "## Tables", "",
               "| table | rows | cells | moved | largest relative move | where | clock cells moved |",
               "| --- | --- | --- | --- | --- | --- | --- |"]

@@ -206,6 +206,9 @@ def test_machines_compares_two_rendered_results_and_the_ledger_reads_it(tmp_path
     # the speed-up's interval is a clock reading; a changed count of significant seeds is a move of a measurement
     assert (speed["cells"], speed["moved"], speed["clock_cells"], speed["clock_moved"]) == (1, 1, 2, 1)
     assert "significant_seeds: 1/3 (there) -> 2/3 (here)" in speed["where"]
+    assert data["tasks"]["lm"] == {"cells": 1, "moved": 0, "max_rel": 0.0, "where": ""}
+    assert (data["tasks"]["mt"]["cells"], data["tasks"]["mt"]["moved"]) == (2, 1)
+    assert (data["tasks"]["cls"]["cells"], data["tasks"]["cls"]["moved"]) == (1, 1)
     text = out.read_text()
     assert "Verdicts changed: 1 of 2 (B1-mt)" in text and "| michel2019/curve.csv | 3 | 3 | 1 |" in text
     assert robustness("B1-mt", "supported", data) == "fragile: inconclusive under an AVX512 box"
