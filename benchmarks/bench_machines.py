@@ -29,6 +29,8 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from common import verdict_rows
+
 from heads.io import write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -165,10 +167,6 @@ def compare_claims(here: list[dict[str, str]], other: list[dict[str, str]]) -> d
     return out
 
 
-def _fmt(x: float | None) -> str:
-    return "–" if x is None else f"{x:+.4g}"
-
-
 def markdown(data: dict) -> str:
     p = data["perturbation"]
     flipped = [cid for cid, c in data["claims"].items() if c["base"] != c["perturbed"]]
@@ -187,13 +185,8 @@ def markdown(data: dict) -> str:
         "",
         "## Claims",
         "",
-        "| claim | verdict here | verdict there | effect here | effect there |",
-        "| --- | --- | --- | --- | --- |",
+        *verdict_rows(data["claims"], ("claim", "verdict here", "verdict there", "effect here", "effect there")),
     ]
-    for cid, c in data["claims"].items():
-        mark = " **(changed)**" if c["base"] != c["perturbed"] else ""
-        lines.append(f"| {cid} | {c['base']} | {c['perturbed']}{mark} | {_fmt(c['effect_base'])} | "
-                     f"{_fmt(c['effect_perturbed'])} |")
     lines += ["", "## By task (clock columns apart)", "", "| task | cells | moved | largest relative move | where |",
               "| --- | --- | --- | --- | --- |"]
     for task, t in data.get("tasks", {}).items():

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from common import verdict_rows
 
 from heads.io import write_text
 from heads.report import RunTree, evaluate_all, load_all
@@ -112,10 +113,6 @@ def carry(data: dict, old: dict, replications: list[str]) -> dict:
     return merged
 
 
-def _fmt(x: float | None) -> str:
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:+.4g}"
-
-
 def markdown(data: dict) -> str:
     p = data["perturbation"]
     flipped = [cid for cid, c in data["claims"].items() if c["base"] != c["perturbed"]]
@@ -136,17 +133,8 @@ def markdown(data: dict) -> str:
             f"Carried from an earlier measurement (their base runs unchanged since): {', '.join(c['replications'])}, "
             f"under {c['perturbation']['label']} ({c['runs_compared']} runs, {c['runs_identical']} bit-identical"
             + (f", {c['perturbation']['seconds'] / 60:.1f} min" if c["perturbation"].get("seconds") else "") + ").")
-    lines += [
-        "",
-        "## Claims",
-        "",
-        "| claim | verdict | perturbed verdict | effect | perturbed effect |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for cid, c in data["claims"].items():
-        mark = " **(changed)**" if c["base"] != c["perturbed"] else ""
-        lines.append(f"| {cid} | {c['base']} | {c['perturbed']}{mark} | {_fmt(c['effect_base'])} | "
-                     f"{_fmt(c['effect_perturbed'])} |")
+    lines += ["", "## Claims", "", *verdict_rows(data["claims"], (
+        "claim", "verdict", "perturbed verdict", "effect", "perturbed effect"))]
     lines += ["", "## Run records", "", "| task | field | runs | moved | largest relative move | where |",
               "| --- | --- | --- | --- | --- | --- |"]
     for m in data["runs"]:

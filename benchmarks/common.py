@@ -382,3 +382,21 @@ def random_batch(family: str, batch: int, seq: int, vocab: int, seed: int) -> di
     out = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     out["labels"] = torch.randint(2, vocab, (batch, seq), generator=g) if family == "marian" else ids
     return out
+
+
+# -- verdicts under another machine (bench_perturbation, bench_machines) ---------------------------------------
+
+
+def signed(x: float | None) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:+.4g}"
+
+
+def verdict_rows(claims: Mapping[str, Mapping], header: Sequence[str]) -> list[str]:
+    """A Markdown table of each claim's verdict and effect on both sides (``header``: the five column names), a
+    changed verdict marked."""
+    lines = ["| " + " | ".join(header) + " |", "| --- | --- | --- | --- | --- |"]
+    for cid, c in claims.items():
+        mark = " **(changed)**" if c["base"] != c["perturbed"] else ""
+        lines.append(f"| {cid} | {c['base']} | {c['perturbed']}{mark} | {signed(c['effect_base'])} | "
+                     f"{signed(c['effect_perturbed'])} |")
+    return lines
