@@ -121,8 +121,9 @@ def curve(name: str, out: Path, data_root: str, decode: int) -> list[dict]:
     task, _ = CANDIDATES[name]
     folder = out / name
     rows = []
-    seconds = {m["step"]: m.get("train_seconds") for m in _metrics(folder)}
-    for m in _metrics(folder):
+    metrics = _metrics(folder)  # read once: the seconds and the losses come from the same records
+    seconds = {m["step"]: m.get("train_seconds") for m in metrics}
+    for m in metrics:
         if m.get("val_loss") is not None:
             rows.append({"candidate": name, "task": task, "step": m["step"], "train_seconds": m.get("train_seconds"),
                          "val_loss": m["val_loss"], "metric": "", "value": ""})
