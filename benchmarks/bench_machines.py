@@ -29,7 +29,7 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from common import verdict_rows
+from common import relative_move, verdict_rows
 
 from heads.io import write_text
 
@@ -52,10 +52,6 @@ def _number(text: str) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
-
-
-def _rel(a: float, b: float) -> float:
-    return 0.0 if a == b else abs(a - b) / max(abs(a), abs(b), 1e-12)
 
 
 def read_tree(files: Iterable[str], read: Callable[[str], str | None]) -> dict[str, list[dict[str, str]]]:
@@ -111,7 +107,7 @@ def _moved(a: str, b: str) -> float:
     """How far a cell moved: relative for two numbers, 1 for changed text or a value that appeared or vanished."""
     x, y = _number(a), _number(b)
     if x is not None and y is not None:
-        return _rel(x, y)
+        return relative_move(x, y)
     return 0.0 if a == b else 1.0
 
 

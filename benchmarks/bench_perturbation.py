@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import verdict_rows
+from common import relative_move, verdict_rows
 
 from heads.io import write_text
 from heads.report import RunTree, evaluate_all, load_all
@@ -47,10 +47,6 @@ def run_dag(out: Path, replications: list[str], capability: str, threads: int, c
     return time.perf_counter() - started
 
 
-def _rel(a: float, b: float) -> float:
-    return 0.0 if a == b else abs(a - b) / max(abs(a), abs(b), 1e-12)
-
-
 def compare_runs(base: RunTree, other: RunTree) -> tuple[list[dict], int, int]:
     """Per (task, field): runs compared, runs whose value moved, the largest relative move and where."""
     index = {r.name: r for r in base.runs if not r.failed}
@@ -69,7 +65,7 @@ def compare_runs(base: RunTree, other: RunTree) -> tuple[list[dict], int, int]:
             cell = moves.setdefault((run.task, fld), {"task": run.task, "field": fld, "runs": 0, "moved": 0,
                                                       "max_rel": 0.0, "where": ""})
             cell["runs"] += 1
-            rel = _rel(float(a), float(b))
+            rel = relative_move(float(a), float(b))
             if rel > 0:
                 same = False
                 cell["moved"] += 1

@@ -387,6 +387,11 @@ def random_batch(family: str, batch: int, seq: int, vocab: int, seed: int) -> di
 # -- verdicts under another machine (bench_perturbation, bench_machines) ---------------------------------------
 
 
+def relative_move(a: float, b: float) -> float:
+    """How far ``b`` lies from ``a``, relative to the larger of the two (0 when equal)."""
+    return 0.0 if a == b else abs(a - b) / max(abs(a), abs(b), 1e-12)
+
+
 def signed(x: float | None) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:+.4g}"
 
