@@ -114,12 +114,14 @@ class OutputConflict(InputError):
 
 
 # What a training run folder holds (docs/RUN_LAYOUT.md), and what a model folder holds (safetensors, configs,
-# tokenizer files; a pruned model also its pruning.json and eval.json).
-RUN_ENTRIES = ("config.json", "metrics.jsonl", "events.jsonl", "summary.json", "checkpoint", "model", "snapshots")
+# tokenizer files; a pruned model also its pruning.json, eval.json and the evaluation's example-level examples.json).
+RUN_ENTRIES = ("config.json", "metrics.jsonl", "events.jsonl", "summary.json", "examples.json", "checkpoint", "model",
+               "snapshots")
 MODEL_ENTRIES = (
     "config.json", "generation_config.json", "model*.safetensors", "model.safetensors.index.json", "tokenizer*.json",
     "special_tokens_map.json", "added_tokens.json", "vocab.txt", "vocab.json", "merges.txt", "*.model",
-    "chat_template.*", "pruning.json", "eval.json",
+    "chat_template.*", "pruning.json", "eval.json", "examples.json",
+    "eval.examples.json",
 )
 
 

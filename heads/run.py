@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from heads import examples
 from heads.config import RunConfig
 from heads.env import environment, with_environment
 from heads.flops import count_params
@@ -126,7 +127,9 @@ def _train(trainer: Trainer, cfg: RunConfig, task, out: Path, wanted: dict) -> d
     model_dir = save(trainer.model, out / "model")
     trainer.tokenizer.save_pretrained(model_dir)
     with trainer.placement.autocast():  # as `heads evaluate` of this run would evaluate it
-        result = task.evaluate(trainer.model, cfg, trainer.tokenizer, cfg.eval.split)
+        result, columns = examples.split_off(task.evaluate(trainer.model, cfg, trainer.tokenizer, cfg.eval.split))
+    if columns is not None:  # before the summary, which marks the run done
+        write_json(out / examples.FILE, examples.record(columns, result))
     records = read_jsonl(out / "metrics.jsonl")
     layout = head_layout(trainer.model)
     summary = {

@@ -683,3 +683,35 @@ def test_speed_claims_replicate_over_the_seeds_speed_jobs_not_one_jobs_repeats(t
     row = next(r for r in speed_table(tree).rows if r[1] == 0.5 and r[2] == 32)
     assert row[3] == 3 and row[8] == pytest.approx(1.15)  # n_seeds, mean speed-up over the seeds
     assert row[9] == pytest.approx(wall.estimate.ci_low) and row[10] == pytest.approx(wall.estimate.ci_high)
+
+
+def test_claims_on_an_evaluation_metric_count_the_examples_sampling(tmp_path):
+    """Runs that kept example-level values (examples.json) give a two-level interval: equal per-seed differences
+    are no longer 'no spread' but the test set's sampling, the resamples are the same for both arms (paired) and
+    on every render, and a seed without the values falls back to seeds alone, saying so in the method."""
+    from heads.examples import record
+
+    runs = make_tree(tmp_path)
+    claim = _claim(kind="paired_difference", task="cls", direction="greater", tolerance=-0.02,
+                   a={"variant": "posthoc", "strategy": "importance", "ratio": 0.5, "field": "value"},
+                   b={**BASE, "field": "value"})
+    seeds_only = evaluate(claim, RunTree(runs))
+    assert seeds_only.verdict == "inconclusive" and "no spread" in seeds_only.note
+    assert seeds_only.method.endswith("over seeds")
+    for s in SEEDS:  # 200 pairs; pruning turns one right answer (the same pair on every seed) wrong
+        right = 160 + 2 * s
+        base = [1] * right + [0] * (200 - right)
+        pruned = [0] + base[1:]
+        for group, column in (("baseline/none/0.0", base), ("posthoc/importance/0.5", pruned)):
+            _write(runs / "cls" / group / f"seed{s}" / "examples.json",
+                   record({"correct": column, "loss": [0.5] * 200}, {"accuracy": sum(column) / 200}))
+    both = evaluate(claim, RunTree(runs))
+    assert both.verdict == "supported", both
+    assert "two-level" in both.method and both.estimate.examples
+    assert both.estimate.mean == pytest.approx(-0.005)
+    # the only example-level difference is one pair: about one in 200 resampled pairs, +-1.96 * 0.005
+    assert both.estimate.ci_low == pytest.approx(-0.005 - 1.96 * 0.005, abs=0.002)
+    assert evaluate(claim, RunTree(runs)).estimate == both.estimate  # the same resamples on every render
+    (runs / "cls" / "posthoc" / "importance" / "0.5" / "seed2" / "examples.json").unlink()
+    fallback = evaluate(claim, RunTree(runs))
+    assert fallback.verdict == "inconclusive" and not fallback.estimate.examples

@@ -23,6 +23,7 @@ from heads.report.stats import (
     effect_size,
     estimate,
     interval,
+    two_level,
     verdict,
 )
 
@@ -41,6 +42,51 @@ def test_interval_covers_the_true_mean_95_percent_of_the_time(n):
         low, high = interval(rng.normal(mu, 0.7, size=n))
         hits += low <= mu <= high
     assert 0.93 <= hits / trials <= 0.97
+
+
+@pytest.mark.parametrize("n", [3, 5, 10])
+@pytest.mark.parametrize("seed_sd,example_sd", [(1.0, 1.0), (0.0, 1.0), (1.0, 0.05)])
+def test_two_level_interval_covers_the_mean_over_seeds_and_examples(n, seed_sd, example_sd):
+    """Every seed scored on the same 100 test examples: y[seed, i] = mu + seed effect + example effect + noise.
+    The task's mean mu must be covered at least 93 % of the time whether seeds or examples dominate, and not
+    wastefully more than 98.5 % (adding half-widths in quadrature is conservative at n = 3 where the two shares
+    balance); a seed-only interval covers far less when the examples dominate: the test set is one sample."""
+    rng = np.random.default_rng(7)
+    trials, m, resamples, mu = 1000, 80, 100, 0.5
+    hits = seed_only = 0
+    for _ in range(trials):
+        y = (mu + rng.normal(0, seed_sd, (n, 1)) + rng.normal(0, example_sd, (1, m))
+             + rng.normal(0, 0.5, (n, m)))
+        idx = rng.integers(0, m, (resamples, m))
+        est = two_level(y.mean(1), y[:, idx].mean(-1).mean(0))
+        hits += est.ci_low <= mu <= est.ci_high
+        low, high = interval(y.mean(1))
+        seed_only += low <= mu <= high
+    assert 0.93 <= hits / trials <= 0.985
+    if seed_sd == 0:
+        assert seed_only / trials < 0.85
+
+
+def test_two_level_gives_equal_seeds_the_examples_width_and_a_verdict():
+    """Equal per-seed values no longer mean zero width: the examples' share remains, and the rule can decide."""
+    replicates = np.random.default_rng(0).normal(0.8, 0.01, 500)
+    est = two_level([0.8, 0.8, 0.8], replicates)
+    assert est.examples and est.sd == 0 and est.dof == float("inf")
+    assert est.ci_high - est.ci_low == pytest.approx(2 * 1.959964 * np.std(replicates, ddof=1), rel=1e-6)
+    assert decide(est, "greater", 0.7).verdict == SUPPORTED
+    assert estimate([0.8, 0.8, 0.8]).ci_low == estimate([0.8, 0.8, 0.8]).ci_high  # seeds alone: no width
+    assert decide(estimate([0.8, 0.8, 0.8]), "greater", 0.7).verdict == INCONCLUSIVE
+    # with spread between seeds the interval is wider than the seeds' alone, and the p-value agrees with it
+    est = two_level([0.7, 0.8, 0.9], replicates)
+    assert 2 < est.dof < float("inf") and est.ci_low < interval([0.7, 0.8, 0.9])[0]
+    at_edge = decide(est, "greater", est.ci_low)
+    assert at_edge.p_value == pytest.approx(0.025, rel=1e-6)
+    # no example noise: the seeds' Student-t interval exactly
+    assert two_level([0.7, 0.8, 0.9], [0.5, 0.5]).ci_low == pytest.approx(interval([0.7, 0.8, 0.9])[0])
+    with pytest.raises(ValueError, match="two seeds"):
+        two_level([0.8], replicates)
+    with pytest.raises(ValueError, match="two resamples"):
+        two_level([0.8, 0.9], [0.1])
 
 
 def test_interval_matches_the_t_formula_and_widens_with_confidence():

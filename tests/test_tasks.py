@@ -95,3 +95,28 @@ def test_heads_trivial_scores_word_overlap_on_the_examples_the_model_is_scored_o
     assert "environment" in record
     with pytest.raises(UserError, match="has no trivial baseline"):
         main(["trivial", "--task", "lm", "--preset", "smoke", f"data.root={data_root}", "--out", str(tmp_path / "x")])
+
+
+@pytest.mark.parametrize("task_name,metrics", [("cls", ("accuracy", "loss")),
+                                               ("lm", ("loss", "perplexity", "bits_per_token")),
+                                               ("mt", ("bleu", "chrf"))])
+def test_example_columns_give_the_headline_metrics_back(data_root, tmp_path, task_name, metrics):
+    """What evaluate keeps per example (heads.examples) recomputes its headline numbers, and a resample of the
+    units gives another value: the material of intervals that count the test set's sampling."""
+    from heads.examples import ExampleValues, record, split_off
+    from heads.io import write_json
+
+    cfg = smoke(task_name, data_root, "eval.max_examples=12", "eval.max_new_tokens=6")
+    task = get_task(task_name)
+    tokenizer = task.tokenizer(cfg)
+    result, columns = split_off(task.evaluate(task.build_model(cfg, tokenizer), cfg, tokenizer, "validation"))
+    assert columns is not None and "per_example" not in result
+    write_json(tmp_path / "examples.json", record(columns, result))
+    values = ExampleValues.read(tmp_path / "examples.json")
+    assert values is not None and values.units >= 2
+    for name in metrics:
+        assert values.supports(name)
+        assert values.metric(name) == pytest.approx(result[name], rel=1e-6, abs=1e-9), name
+    assert not values.supports("no_such_metric")
+    idx = np.random.default_rng(0).integers(0, values.units, values.units)
+    assert all(np.isfinite(values.metric(name, idx)) for name in metrics)

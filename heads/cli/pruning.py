@@ -108,6 +108,7 @@ def check_prune_out(out: Path, source: Path, overwrite: bool) -> None:
 def cmd_prune(args: argparse.Namespace) -> int:
     import shutil
 
+    from heads import examples
     from heads.cli.surgery import markdown, site_table
     from heads.io import replace_dir, temp_dir_beside, write_json
     from heads.surgery import apply_layout, load, prune_heads, sites, uniform_layout
@@ -167,7 +168,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
             write_json(tmp / "pruning.json", with_environment(record, model))
             if args.evaluate:
                 with loaded.placement.autocast():
-                    result = loaded.task.evaluate(model, loaded.cfg, loaded.tokenizer, loaded.cfg.eval.split)
+                    result, columns = examples.split_off(
+                        loaded.task.evaluate(model, loaded.cfg, loaded.tokenizer, loaded.cfg.eval.split))
+                if columns is not None:
+                    write_json(tmp / examples.FILE, examples.record(columns, result))
                 write_json(tmp / "eval.json", with_environment(result, model))
                 write_json(tmp / "summary.json", with_environment(_pruned_summary(args, loaded, model, result), model))
                 print(json.dumps(result, indent=2))

@@ -108,14 +108,18 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    from heads import examples
     from heads.io import write_json
 
     split = check_split(args.split) if args.split else None
     check_out_file(args.out)
     loaded = load_for_task(args)
     with loaded.placement.autocast():
-        result = loaded.task.evaluate(loaded.model, loaded.cfg, loaded.tokenizer, split or loaded.cfg.eval.split)
+        result, columns = examples.split_off(
+            loaded.task.evaluate(loaded.model, loaded.cfg, loaded.tokenizer, split or loaded.cfg.eval.split))
     if args.out:
+        if columns is not None:  # NAME.examples.json beside NAME.json, written first: the result marks it done
+            write_json(examples.path_beside(Path(args.out)), examples.record(columns, result))
         write_json(args.out, with_environment(result, loaded.model))
     print(json.dumps(result, indent=2))
     return 0

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from heads.io import write_text
 from heads.report.baselines import baselines_table
 from heads.report.collect import RunTree
@@ -24,6 +26,7 @@ from heads.report.stats import (
     INCONCLUSIVE,
     LEVEL,
     METHOD,
+    METHOD_EXAMPLES,
     MIN_SEEDS,
     NOT_TESTED,
     VERDICTS,
@@ -33,12 +36,15 @@ from heads.report.stats import (
     decide_equivalence,
     effect_size,
     estimate,
+    two_level,
 )
 
 CSV_COLUMNS = ["claim", "replication", "verdict", "effect", "ci_low", "ci_high", "paper_value", "n_seeds", "method",
                "p_value", "precondition"]
 EXTRA_COLUMNS = ["task", "quantity", "condition", "effect_size", "per_seed", "note", "robustness"]
 MAX_REASONS = 3
+RESAMPLES = 1000  # example resamples of a two-level interval (sacrebleu's default for its paired bootstrap)
+RESAMPLE_SEED = 0  # the same resamples on every render: identical inputs give identical bytes
 
 
 @dataclass
@@ -63,12 +69,24 @@ class ClaimResult:
     def method(self) -> str:
         if self.claim.not_tested or self.estimate.n == 0:
             return ""
-        return METHOD[self.claim.test]
+        return (METHOD_EXAMPLES if self.estimate.examples else METHOD)[self.claim.test]
+
+
+def _effect(claim: Claim, x: float, y: float | None) -> float | None:
+    """One seed's effect: a alone, a - b, (a - b) / |b| (``relative``) or a / b; None where b is 0 and a ratio
+    or relative change is asked for."""
+    if y is None:
+        return x
+    if claim.kind == "paired_ratio" or claim.relative:
+        if y == 0:
+            return None
+        return x / y if claim.kind == "paired_ratio" else (x - y) / abs(y)
+    return x - y
 
 
 def _combine(claim: Claim, a: Series, b: Series | None) -> tuple[dict[int, float], list[str]]:
-    """Per-seed effect: a alone, a - b (optionally relative to |b|) or a / b, paired by seed; the second list says
-    which seeds could not be paired or had no defined effect."""
+    """Per-seed effect (:func:`_effect`), paired by seed; the second list says which seeds could not be paired or
+    had no defined effect."""
     if b is None:
         return dict(a.values), []
     unmeasured = []
@@ -79,16 +97,44 @@ def _combine(claim: Claim, a: Series, b: Series | None) -> tuple[dict[int, float
         unmeasured.append(f"seeds {only_b} only in b")
     out = {}
     for key in sorted(set(a.values) & set(b.values)):
-        x, y = a.values[key], b.values[key]
-        if claim.kind == "paired_ratio" or claim.relative:
-            if y == 0:
-                what = "ratio" if claim.kind == "paired_ratio" else "relative change"
-                unmeasured.append(f"seed {key}: b is 0, no {what}")
-                continue
-            out[key] = x / y if claim.kind == "paired_ratio" else (x - y) / abs(y)
-        else:
-            out[key] = x - y
+        effect = _effect(claim, a.values[key], b.values[key])
+        if effect is None:
+            what = "ratio" if claim.kind == "paired_ratio" else "relative change"
+            unmeasured.append(f"seed {key}: b is 0, no {what}")
+            continue
+        out[key] = effect
     return out, unmeasured
+
+
+def example_replicates(claim: Claim, seeds: Sequence[int], a: Series, b: Series | None) -> np.ndarray | None:
+    """The seed-mean effect recomputed on :data:`RESAMPLES` resamples of the evaluation units, the same resample
+    for every seed and both arms (they are scored on the same examples, so the pairing holds); None unless every
+    seed of every side kept example-level values of the same units, or where a resample leaves an effect
+    undefined."""
+    sides = [a] if b is None else [a, b]
+    if len(seeds) < 2 or any(seed not in s.resample for s in sides for seed in seeds):
+        return None
+    units = {s.units[seed] for s in sides for seed in seeds}
+    if len(units) != 1:
+        return None
+    m = units.pop()
+    rng = np.random.default_rng(RESAMPLE_SEED)
+    replicates = np.empty(RESAMPLES)
+    for r in range(RESAMPLES):
+        idx = rng.integers(0, m, m)
+        effects = [_effect(claim, a.resample[seed](idx), None if b is None else b.resample[seed](idx))
+                   for seed in seeds]
+        if any(e is None or not np.isfinite(e) for e in effects):
+            return None
+        replicates[r] = float(np.mean(effects))
+    return replicates
+
+
+def _estimate(claim: Claim, per_seed: dict[int, float], a: Series, b: Series | None) -> Estimate:
+    """Two-level where the runs kept example-level values (:func:`example_replicates`), else over seeds alone."""
+    values = list(per_seed.values())
+    replicates = example_replicates(claim, sorted(per_seed), a, b) if len(values) >= 2 else None
+    return estimate(values) if replicates is None else two_level(values, replicates)
 
 
 def _short(reasons: Sequence[str]) -> str:
@@ -152,7 +198,7 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     per_seed, unpaired = _combine(claim, a, b)
     idle = [msg for s in sides for _, msg in sorted(s.idle.items())]
     per_seed = {seed: v for seed, v in per_seed.items() if not any(seed in s.idle for s in sides)}
-    est = estimate(list(per_seed.values()))
+    est = _estimate(claim, per_seed, a, b)
     failed = [msg for s in sides for _, msg in sorted(s.failed.items())]
     unmeasured = [m for s in sides for m in s.missing] + unpaired
     notes = [n for s in sides for n in s.notes]
@@ -240,7 +286,10 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
         ", ".join(f"{v}: {n}" for v, n in counts.items()),
         "",
         f"Effect: mean over seeds of the claim's quantity (paired by seed where it compares two arms), with a "
-        f"{LEVEL:.0%} Student-t interval. A directional claim is *supported* when the whole interval lies on the "
+        f"{LEVEL:.0%} Student-t interval over the seeds; where the runs kept their evaluation's example-level "
+        "values, a two-level interval that also counts the test examples' sampling (the seeds' and the examples' "
+        "half-widths in quadrature, examples resampled alike for every seed and arm; the method column says "
+        "which). A directional claim is *supported* when the whole interval lies on the "
         "claimed side of the threshold (null + tolerance; a one-sided t-test at 2.5 %) and *not supported* when it "
         "lies wholly on the other side; an equivalence claim (\"no noticeable loss\") is *supported* when the "
         "interval lies inside null ± margin (two one-sided tests) and *not supported* when it lies wholly outside. "

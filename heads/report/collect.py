@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from heads.examples import FILE as EXAMPLES_FILE
+from heads.examples import ExampleValues
 from heads.metrics import TASK_METRIC
 from heads.metrics import higher_is_better as metric_higher_is_better
 from heads.report.sites import site_kind
@@ -114,10 +116,17 @@ class Run:
     metrics: list[dict] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
     record: dict = field(default_factory=dict)
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def failed(self) -> bool:
         return self.status != "ok"
+
+    def example_values(self) -> ExampleValues | None:
+        """The evaluation's example-level columns (``examples.json``), read once; None where the run kept none."""
+        if "examples" not in self._cache:
+            self._cache["examples"] = ExampleValues.read(self.path / EXAMPLES_FILE)
+        return self._cache["examples"]
 
     @property
     def group(self) -> str:

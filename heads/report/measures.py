@@ -55,6 +55,10 @@ class Series:
     # seeds whose run was meant to prune (selector ``pruned: true``) but removed no head: measured, yet they
     # say nothing about the strategy, so the ledger leaves them out and says why
     idle: dict[int, str] = field(default_factory=dict)
+    # seeds whose value is an evaluation metric the run kept example-level values of: the metric over a resample
+    # of unit indices (all units: None), and how many units there are (heads.examples)
+    resample: dict[int, Callable[[Any], float]] = field(default_factory=dict)
+    units: dict[int, int] = field(default_factory=dict)
 
 
 def check_selector(sel: Mapping[str, Any], where: str) -> None:
@@ -158,6 +162,7 @@ def _run(tree: RunTree, sel: Mapping[str, Any]) -> Series:
             continue
         not_reached += reached is False
         series.values[run.seed] = value
+        _attach_examples(series, run, fld)
         if sel.get("pruned") and not _removed_heads(run):
             closest = run.record.get("max_similarity")
             series.idle[run.seed] = f"{run.name} removed no heads" + (
@@ -165,6 +170,18 @@ def _run(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     if not_reached:
         series.notes.append(f"target not reached by {not_reached}/{len(chosen)} {v}/{s} runs (total used)")
     return series
+
+
+def _attach_examples(series: Series, run: Run, fld: str) -> None:
+    """Where ``fld`` is the run's evaluation metric (``value``, ``eval.NAME``) and the run kept example-level
+    values that give it, how to recompute it on a resample of units."""
+    name = run.record.get("metric") if fld == "value" else fld.removeprefix("eval.") if fld.startswith(
+        "eval.") else None
+    values = run.example_values() if name else None
+    if values is None or not values.supports(str(name)):
+        return
+    series.resample[run.seed] = lambda idx, values=values, name=str(name): values.metric(name, idx)
+    series.units[run.seed] = values.units
 
 
 def _removed_heads(run: Run) -> bool:

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from heads import models
 from heads.config import RunConfig
+from heads.examples import KEY
 from heads.metrics import TASK_METRIC
 from heads.placement import on_model
 from heads.tasks.base import Task, mean_loss
@@ -86,18 +87,22 @@ class PairClassification(Task):
 
     def evaluate(self, model, cfg: RunConfig, tokenizer, split: str) -> dict:
         data = self.examples(cfg, tokenizer, split)[: max(1, cfg.eval.max_examples)]
-        correct = []
+        correct, losses = [], []
 
         def loss_fn(mod, batch):
             batch = on_model(batch, mod)
             logits = mod(**batch).logits
             correct.extend((logits.argmax(-1) == batch["labels"]).tolist())
+            # per pair, for intervals that resample examples (heads.examples); the headline loss stays the batch
+            # mean it always was
+            losses.extend(F.cross_entropy(logits.float(), batch["labels"], reduction="none").tolist())
             return F.cross_entropy(logits.float(), batch["labels"])
 
         loss, n = mean_loss(
             model, eval_batches(data, cfg.data.batch_size, self.collate), loss_fn, lambda b: b["labels"].shape[0]
         )
-        return {"accuracy": sum(correct) / max(1, n), "loss": loss, "examples": n, "split": split}
+        return {"accuracy": sum(correct) / max(1, n), "loss": loss, "examples": n, "split": split,
+                KEY: {"correct": [int(c) for c in correct], "loss": losses}}
 
     def trivial(self, cfg: RunConfig) -> dict[str, dict]:
         """Word overlap: logistic regression on overlap features, fit on the training pairs and scored on the

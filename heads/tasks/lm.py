@@ -8,6 +8,7 @@ import torch
 
 from heads import models
 from heads.config import RunConfig
+from heads.examples import KEY
 from heads.metrics import TASK_METRIC
 from heads.placement import on_model
 from heads.tasks.base import Task, mean_loss
@@ -72,11 +73,25 @@ class LanguageModelling(Task):
     def evaluate(self, model, cfg: RunConfig, tokenizer, split: str) -> dict:
         data = self.examples(cfg, tokenizer, split)
         limit = max(1, cfg.eval.max_examples)
+        sums, counts = [], []
+
+        def loss_fn(mod, batch):
+            batch = on_model(batch, mod)
+            out = mod(**batch)
+            # per window, for intervals that resample windows (heads.examples); the headline loss stays the
+            # model's own batch loss
+            logits, labels = out.logits[:, :-1].float(), batch["labels"][:, 1:]
+            token = torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels, reduction="none",
+                                                      ignore_index=-100)
+            sums.extend(token.sum(dim=1).tolist())
+            counts.extend((labels != -100).sum(dim=1).tolist())
+            return out.loss
+
         # Each window predicts seq_len - 1 tokens: weight by those.
         loss, n = mean_loss(
             model,
             eval_batches(data, cfg.data.batch_size, self.collate, limit),
-            lambda mod, b: mod(**on_model(b, mod)).loss,
+            loss_fn,
             lambda b: b["input_ids"].shape[0] * (b["input_ids"].shape[1] - 1),
         )
         return {
@@ -85,4 +100,5 @@ class LanguageModelling(Task):
             "loss": loss,
             "tokens": n,
             "split": split,
+            KEY: {"loss_sum": sums, "tokens": counts},
         }

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from heads import models
 from heads.config import RunConfig
+from heads.examples import KEY
 from heads.metrics import TASK_METRIC
 from heads.placement import on_model
 from heads.tasks.base import Task, mean_loss
@@ -103,7 +104,8 @@ class Translation(Task):
             lambda b: int((b["labels"] != IGNORE).sum()),
         )
         hyps = self.translate(model, cfg, tokenizer, data)
-        return {**corpus_scores(hyps, refs), "loss": loss, "split": split, "beams": cfg.eval.beams}
+        return {**corpus_scores(hyps, refs), "loss": loss, "split": split, "beams": cfg.eval.beams,
+                KEY: sentence_statistics(hyps, refs)}
 
     def translate(self, model, cfg: RunConfig, tokenizer, data) -> list[str]:
         """Beam-search translations of encoded pairs."""
@@ -145,3 +147,13 @@ def corpus_scores(hyps: list[str], refs: list[str]) -> dict:
         "chrf_signature": str(chrf.get_signature()),
         "sentences": len(hyps),
     }
+
+
+def sentence_statistics(hyps: list[str], refs: list[str]) -> dict[str, list]:
+    """Per sentence, sacrebleu's sufficient statistics of BLEU and chrF (their sums give the corpus scores of
+    :func:`corpus_scores` exactly), so intervals can resample sentences (heads.examples)."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    # sacrebleu has no public per-sentence statistics; these are what its corpus_score and paired bootstrap sum
+    return {kind: [list(s) for s in metric._extract_corpus_statistics(hyps, [refs])]
+            for kind, metric in (("bleu_stats", BLEU()), ("chrf_stats", CHRF()))}
