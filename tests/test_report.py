@@ -438,7 +438,7 @@ def test_claims_ledger(tree_root, tmp_path, capsys):
     assert verdict["D3-lm-time"]["n_seeds"] == "2"
     assert verdict["B3-mt-similarity"]["verdict"] == "inconclusive"
     assert "missing inputs: mt: no analysis/curve/similarity/" in verdict["B3-mt-similarity"]["note"]
-    for claim in ("A3", "D7", "D8-lm"):
+    for claim in ("A3", "D7", "D8-lm-batch"):
         assert verdict[claim]["verdict"] == "not tested at this scale" and verdict[claim]["note"], claim
     assert float(verdict["D1-lm"]["ci_low"]) <= float(verdict["D1-lm"]["effect"]) <= float(verdict["D1-lm"]["ci_high"])
     md = (out / "CLAIMS.md").read_text()

@@ -224,7 +224,7 @@ def test_shipped_claims_load_and_cover_the_claims_list():
     assert {c.replication for c in claims} == {"michel2019", "voita2019", "overprovisioning", "training_time"}
     for c in claims:
         assert c.text and (c.not_tested or (c.task and c.a))
-    assert {c.id for c in claims if c.not_tested} == {"A3", "D7", "D8-lm"}
+    assert {c.id for c in claims if c.not_tested} == {"A3", "D7", "D8-lm-batch"}
     # every claim that can be tested says what its models must reach (``requires: []`` says: nothing)
     assert all(c.declared for c in claims if not c.not_tested)
     assert all(any(p.name == "mt-translates" for p in c.requires) for c in claims if c.task == "mt")
@@ -347,3 +347,40 @@ def test_table_intervals_stay_inside_what_a_bounded_metric_can_take():
     assert raw[2] > 1.0 and high == 1.0 and low == raw[1] and mean == raw[0]  # only the bound moves
     assert ci([0.1, 0.0, 0.3], "bleu")[1] == 0.0 and ci([0.1, 0.0, 0.3])[1] < 0.0
     assert ci([0.1, 0.0, 0.3], "not-a-metric") == ci([0.1, 0.0, 0.3])  # unknown metrics: no bounds assumed
+
+
+def test_exact_claims_check_a_deterministic_count_on_every_seed():
+    """Byte counts fixed by the layout have no interval: every seed must agree, then meet the condition."""
+    from heads.report.stats import decide_exact
+
+    def below(v):
+        return v < 1.0
+
+    assert decide_exact([0.95, 0.95, 0.95], below, "< 1").verdict == SUPPORTED
+    assert decide_exact([1.0, 1.0, 1.0], below, "< 1").verdict == NOT_SUPPORTED
+    disagree = decide_exact([0.95, 0.96, 0.95], below, "< 1")
+    assert disagree.verdict == INCONCLUSIVE and "not a deterministic count" in disagree.reason
+    assert decide_exact([0.95, 0.95], below, "< 1").verdict == INCONCLUSIVE
+    band = parse_claim({"id": "X", "text": "x", "task": "lm", "kind": "value", "test": "exact", "null_value": 2.0,
+                        "margin": 0.01, "direction": "less", "a": {"variant": "during", "field": "f"}}, "t", "t")
+    assert band.holds(2.0002) and not band.holds(3.0) and band.condition() == "within +2 ± 0.01"
+    with pytest.raises(ClaimSpecError, match="directional one does not"):
+        parse_claim({"id": "X", "text": "x", "task": "lm", "kind": "value", "margin": 0.01, "direction": "less",
+                     "a": {"variant": "during", "field": "f"}}, "t", "t")
+
+
+def test_optimizer_bytes_are_read_either_side_of_the_first_prune(tmp_path):
+    """D8's fields: optimizer-state bytes after / before the prune, and moment bytes per parameter byte after."""
+    from heads.report.collect import Run, _memory_at_prune
+
+    run = Run("lm", "during", "oneshot", 0.25, "0.25", 0, tmp_path)
+    run.metrics = [{"step": 0, "optimizer_mb": 0.0, "param_mb": 5.004},  # no moments before the first step
+                   {"step": 20, "optimizer_mb": 10.009, "param_mb": 5.004},
+                   {"step": 40, "optimizer_mb": 9.509, "param_mb": 4.754},
+                   {"step": 60, "optimizer_mb": 9.509, "param_mb": 4.754}]
+    run.events = [{"step": 30, "event": "prune", "removed": {"l0": [1]}}]
+    got = _memory_at_prune(run)
+    assert got["optimizer_mb_ratio"] == pytest.approx(9.509 / 10.009)
+    assert got["moments_per_param"] == pytest.approx(9.509 / 4.754)
+    run.events = [{"step": 0, "event": "prune"}]  # pruned before any moment existed: nothing to compare
+    assert _memory_at_prune(run) == {"optimizer_mb_ratio": None, "moments_per_param": None}

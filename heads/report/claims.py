@@ -34,6 +34,7 @@ from heads.report.stats import (
     Estimate,
     decide,
     decide_equivalence,
+    decide_exact,
     effect_size,
     estimate,
     two_level,
@@ -203,7 +204,9 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     unmeasured = [m for s in sides for m in s.missing] + unpaired
     notes = [n for s in sides for n in s.notes]
     decision = Decision(INCONCLUSIVE)
-    if est.n >= 2:
+    if claim.test == "exact" and est.n >= 1:
+        decision = decide_exact(list(per_seed.values()), claim.holds, claim.condition())
+    elif est.n >= 2:
         decision = (decide_equivalence(est, claim.null, claim.margin) if claim.test == "equivalence"
                     else decide(est, claim.direction, claim.threshold))
     over = f"; effect over the {est.n} other seeds" if est.n else ""
@@ -223,7 +226,7 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
         lead = "not every seed could be measured: " + _short(unmeasured + [f"left out, nothing pruned: {m}"
                                                                            for m in idle]) + over
         unmeasured, idle = [], []
-    elif est.n == 1:
+    elif est.n == 1 and claim.test != "exact":
         result, lead = INCONCLUSIVE, "one seed only: no interval"
     else:
         result, lead = decision.verdict, decision.reason
@@ -294,7 +297,8 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
         "lies wholly on the other side; an equivalence claim (\"no noticeable loss\") is *supported* when the "
         "interval lies inside null ± margin (two one-sided tests) and *not supported* when it lies wholly outside. "
         f"Otherwise, with fewer than {MIN_SEEDS} seeds, with every seed giving the same value, or with a seed that "
-        "could not be measured, *inconclusive*. *failed*: a run the claim needs diverged. *not tested at this "
+        "could not be measured, *inconclusive*. An *exact* claim is a count the model's shapes fix (bytes): no "
+        "interval, every seed must give the same value and meet the condition. *failed*: a run the claim needs diverged. *not tested at this "
         "scale*: the models do not meet the claim's precondition (what they must reach for the claim to apply), "
         "with the measured numbers. A verdict marked *(fragile)* changed when benchmarks/bench_perturbation.py "
         "re-ran its runs under another kernel instruction set and thread count (results/bench/perturbation.md). "

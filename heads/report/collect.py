@@ -36,7 +36,7 @@ COLUMNS = [
     "task", "variant", "strategy", "ratio", "seed", "status", "failed", "message", "path",
     "metric", "value", "final_val_loss", "steps", "tokens", "train_seconds", "flops", "flops_per_token",
     "heads", "heads_full", "heads_removed_share", "params", "late_improvement", "over_trivial", "tokens_per_s",
-    "tokens_per_s_early", "peak_mem_mb",
+    "tokens_per_s_early", "peak_mem_mb", "optimizer_mb_ratio", "moments_per_param",
     "attention_dropout", "redundancy_ratio", "redundancy_threshold", "max_similarity", "prune_events",
     "target", "time_to_target", "steps_to_target", "reached", "time_to_target_or_total", "steps_to_target_or_total",
 ]
@@ -166,6 +166,26 @@ def late_improvement(metrics: list[dict]) -> float | None:
     return (half[1] - final) / final
 
 
+def _memory_at_prune(run: Run) -> dict[str, float | None]:
+    """Around the run's first prune after step 0: optimizer-state bytes after / before (the records logged
+    either side of it, the moments allocated), and moment bytes per parameter byte after it (AdamW keeps two:
+    more means stale moments of removed heads were kept)."""
+    out: dict[str, float | None] = {"optimizer_mb_ratio": None, "moments_per_param": None}
+    steps = [int(e["step"]) for e in _events(run, "prune") if isinstance(e.get("step"), int) and e["step"] > 0]
+    if not steps:
+        return out
+    at = min(steps)
+    sized = [r for r in run.metrics if isinstance(r.get("step"), int) and (_num(r.get("optimizer_mb")) or 0) > 0
+             and (_num(r.get("param_mb")) or 0) > 0]
+    before = [r for r in sized if r["step"] < at]
+    after = [r for r in sized if r["step"] > at]
+    if before and after:
+        first = after[0]
+        out["optimizer_mb_ratio"] = first["optimizer_mb"] / before[-1]["optimizer_mb"]
+        out["moments_per_param"] = first["optimizer_mb"] / first["param_mb"]
+    return out
+
+
 def _load(run: Run, summary: Any, reason: str | None) -> None:
     run.metrics = read_jsonl_tolerant(run.path / "metrics.jsonl")
     run.events = read_jsonl_tolerant(run.path / "events.jsonl")
@@ -216,6 +236,7 @@ def _record(run: Run, metric: str | None, root: Path) -> dict:
     record["tokens_per_s_early"] = _mean([v for step, v in rates if v is not None and step <= early])
     mems = [_num(r.get("peak_mem_mb")) for r in metrics]
     record["peak_mem_mb"] = max([m for m in mems if m is not None], default=None)
+    record.update(_memory_at_prune(run))
     redundancy = _events(run, "redundancy")
     dropout = _events(run, "dropout")
     record["redundancy_ratio"] = _num(redundancy[0].get("redundancy_ratio")) if redundancy else None

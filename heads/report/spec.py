@@ -64,7 +64,9 @@ class Claim:
     paper: str = ""
     note: str = ""
     not_tested: str | None = None
-    test: str = "directional"  # or "equivalence": |effect - null| < margin, by two one-sided tests
+    # or "equivalence": |effect - null| < margin, by two one-sided tests; or "exact": a deterministic count (bytes)
+    # checked on every seed, against the threshold or, with a margin, against null ± margin
+    test: str = "directional"
     margin: float | None = None
     requires: tuple[Precondition, ...] = ()
     declared: bool = False  # whether the claim said what it requires (``requires: []`` says: nothing)
@@ -74,8 +76,14 @@ class Claim:
         """The claim holds when the effect is ``direction`` of this: ``null + tolerance``."""
         return self.null + self.tolerance
 
+    def holds(self, value: float) -> bool:
+        """Whether one value meets the claim's condition (an exact test's check of each seed)."""
+        if self.margin is not None:
+            return abs(value - self.null) < self.margin
+        return value > self.threshold if self.direction == "greater" else value < self.threshold
+
     def condition(self) -> str:
-        if self.test == "equivalence":
+        if self.margin is not None:
             return f"within {self.null:+.4g} ± {self.margin:.4g}"
         return f"{'>' if self.direction == 'greater' else '<'} {self.threshold:+.4g}"
 
@@ -192,8 +200,10 @@ def parse_claim(raw: Mapping[str, Any], replication: str, where: str,
     test = raw.get("test", "directional")
     if test not in TESTS:
         raise ClaimSpecError(f"{where}: test must be one of {list(TESTS)}, got {test!r}")
-    if (test == "equivalence") != (margin is not None) or (margin is not None and margin <= 0):
-        raise ClaimSpecError(f"{where}: an equivalence test takes a positive margin (and only it does)")
+    if (test == "equivalence" and margin is None) or (test == "directional" and margin is not None) or (
+            margin is not None and margin <= 0):
+        raise ClaimSpecError(f"{where}: an equivalence test takes a positive margin (an exact one may; a "
+                             "directional one does not)")
     requires = _requires(raw["requires"], named or {}, where) if "requires" in raw else ()
     return Claim(**common, kind=kind, a=_selector(raw["a"], raw, f"{where}.a"),
                  b=_selector(raw["b"], raw, f"{where}.b") if "b" in raw else None, direction=direction,

@@ -28,7 +28,7 @@ shared by every seed), so equal seeds then have the examples' width.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,11 +45,13 @@ FAILED = "failed"
 NOT_TESTED = "not tested at this scale"
 VERDICTS = (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, FAILED, NOT_TESTED)
 DIRECTIONS = ("greater", "less")
-TESTS = ("directional", "equivalence")
+TESTS = ("directional", "equivalence", "exact")
 METHOD = {"directional": "one-sided t-test, Student-t 95 % interval over seeds",
-          "equivalence": "equivalence (TOST), Student-t 95 % interval over seeds"}
+          "equivalence": "equivalence (TOST), Student-t 95 % interval over seeds",
+          "exact": "exact: a deterministic count, checked on every seed"}
 # the same tests on a two-level interval (seeds, and example resamples: :func:`two_level`)
 METHOD_EXAMPLES = {
+    "exact": METHOD["exact"],
     "directional": "one-sided t-test, two-level 95 % interval (seeds, Student-t; examples, paired bootstrap)",
     "equivalence": "equivalence (TOST), two-level 95 % interval (seeds, Student-t; examples, paired bootstrap)"}
 
@@ -232,6 +234,23 @@ def decide_equivalence(est: Estimate, null: float, margin: float) -> Decision:
     if est.ci_high < low or est.ci_low > high:
         return Decision(NOT_SUPPORTED, p)
     return Decision(INCONCLUSIVE, p, f"the interval leaves the band [{low:+.4g}, {high:+.4g}]")
+
+
+def decide_exact(values: Sequence[float], holds: Callable[[float], bool], condition: str) -> Decision:
+    """A deterministic quantity (a byte count, fixed by the model's shapes): no interval, since nothing varies
+    but the seed, and every seed must give the same value. *supported* when it meets ``condition`` (``holds``)
+    on every seed, *not supported* when on none; seeds that disagree mean it was not deterministic."""
+    x = _finite(values)
+    if x.size < MIN_SEEDS:
+        return Decision(INCONCLUSIVE, None, f"{x.size} value{'s' if x.size != 1 else ''}: a verdict needs "
+                                            f"{MIN_SEEDS} at least")
+    if np.ptp(x) > 1e-9 * max(1.0, float(np.abs(x).max())):
+        return Decision(INCONCLUSIVE, None, f"seeds disagree ({x.min():.6g} to {x.max():.6g}): not a deterministic "
+                                            "count")
+    met = [holds(float(v)) for v in x]
+    if all(met):
+        return Decision(SUPPORTED)
+    return Decision(NOT_SUPPORTED, None, f"{x[0]:.6g} on every seed, not {condition}")
 
 
 def verdict(est: Estimate, direction: str, threshold: float) -> str:
