@@ -384,3 +384,21 @@ def test_optimizer_bytes_are_read_either_side_of_the_first_prune(tmp_path):
     assert got["moments_per_param"] == pytest.approx(9.509 / 4.754)
     run.events = [{"step": 0, "event": "prune"}]  # pruned before any moment existed: nothing to compare
     assert _memory_at_prune(run) == {"optimizer_mb_ratio": None, "moments_per_param": None}
+
+
+def test_no_retained_share_over_a_model_that_scores_almost_nothing():
+    """A BLEU of 0.05 that moves to 1.4 would 'retain' 28x: below 1 % of the metric's range the values stand,
+    the share is not computed, and measures built on it have nothing to measure."""
+    from heads.metrics import retained_defined
+    from heads.report.measures import _curve_value
+
+    noise = {"metric": "bleu", "points": [{"ratio": 0.0, "bleu": 0.05}, {"ratio": 0.25, "bleu": 1.4}]}
+    curve = curve_series(noise)
+    assert curve.values == [0.05, 1.4] and curve.retained == [None, None]
+    for measure in ("area", "removable", "retained"):
+        assert _curve_value(noise, {"measure": measure, "ratio": 0.25, "upto": 0.25}) is None
+    assert _curve_value(noise, {"measure": "value", "ratio": 0.25}) == 1.4
+    translates = {"metric": "bleu", "points": [{"ratio": 0.0, "bleu": 20.0}, {"ratio": 0.25, "bleu": 18.0}]}
+    assert curve_series(translates).retained == [1.0, 0.9]
+    assert retained_defined("bleu", 1.0) and not retained_defined("bleu", 0.99)
+    assert retained_defined("accuracy", 0.5) and retained_defined("perplexity", 1000.0)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from heads.metrics import retained_defined
 from heads.report.collect import Run, RunTree, higher_is_better, number, reach_fields
 from heads.report.sites import site_kind
 
@@ -289,13 +290,14 @@ class Curve:
     field: str
     ratios: list[float]
     values: list[float]
-    retained: list[float]
+    retained: list[float | None]
     points: list[dict]
 
 
 def curve_series(data: Mapping[str, Any], fld: str | None = None) -> Curve | None:
     """The usable points of one curve JSON; ``retained`` is the field relative to level 0, oriented so that
-    1 = nothing lost and smaller = worse. None when there is no level 0 or no usable value."""
+    1 = nothing lost and smaller = worse (None at every level where level 0 scores too near zero:
+    :func:`heads.metrics.retained_defined`). None when there is no level 0 or no usable value."""
     fld = fld or data.get("metric") or "loss"
     points = [p for p in data.get("points", []) if isinstance(p, dict) and isinstance(p.get("ratio"), (int, float))
               and isinstance(p.get(fld), (int, float)) and math.isfinite(p[fld])]
@@ -306,7 +308,9 @@ def curve_series(data: Mapping[str, Any], fld: str | None = None) -> Curve | Non
     higher = higher_is_better(fld)
     if not higher and any(v <= 0 for v in values):
         return None
-    retained = [v / values[0] if higher else values[0] / v for v in values]
+    retained: list[float | None] = [v / values[0] if higher else values[0] / v for v in values]
+    if not retained_defined(fld, values[0]):  # an unpruned model near zero: the values stand, no share
+        retained = [None] * len(values)
     return Curve(fld, [float(p["ratio"]) for p in points], values, retained, points)
 
 
@@ -347,6 +351,8 @@ def _curve_value(data: Mapping[str, Any], sel: Mapping[str, Any]) -> float | Non
     if curve is None:
         return None
     xs, how = curve.ratios, sel["measure"]
+    if how in ("area", "removable", "retained") and None in curve.retained:
+        return None  # the unpruned model scores too near zero for a share of it to mean anything
     if how == "area":
         return curve_area(xs, curve.retained, float(sel.get("upto", xs[-1])))
     if how == "removable":
