@@ -13,7 +13,8 @@ HIGHER_IS_BETTER: dict[str, bool] = {
 }
 # The headline metric of each built-in task (a task's ``metric``; the report's fallback for a tree without
 # summaries).
-TASK_METRIC: dict[str, str] = {"lm": "perplexity", "mt": "bleu", "cls": "accuracy", "coherence": "accuracy"}
+TASK_METRIC: dict[str, str] = {"lm": "perplexity", "mt": "bleu", "cls": "accuracy", "cls_hard": "accuracy",
+                               "coherence": "accuracy"}
 
 
 # The values a metric can take: a Student-t interval of a mean near a bound can reach past it (an accuracy CI up

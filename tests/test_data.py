@@ -99,7 +99,8 @@ def test_database_is_opened_read_only():
 @pytest.mark.parametrize("code", sorted(bible.TRANSLATIONS))
 def test_verses_are_clean_and_aligned(code):
     text = bible.verses(code)
-    assert len(text) == 31102
+    # Basic English leaves 19 verses empty ("[]", or only the KJV verse reference where it joined verses)
+    assert len(text) == {corpora.BBE: 31083}.get(code, 31102)
     assert list(text)[:2] == [(1, 1, 1), (1, 1, 2)]
     dirty = re.compile(r"[`\[\]\xad’]|\(\d+:\d+|Psalm \d|^\s|\s$|\s\s")
     assert [v for v in text.values() if dirty.search(v)] == []
@@ -227,6 +228,36 @@ def test_coherence_pairs_a_verse_with_the_next_or_a_far_one_of_its_chapter_and_o
     pairs = {s: list(zip(d["text_a"], d["text_b"], d["label"], strict=True)) for s, d in data.items()}
     assert overlap_baseline(pairs["train"][:6000], pairs["test"])["accuracy"] <= 0.65
     assert corpora.coherence(limit=51)["test"][:] == corpora.coherence(limit=51)["test"][:]
+
+
+def test_cls_hard_pairs_a_verse_with_its_paraphrase_or_its_chapters_closest_verse_and_overlap_cannot_tell():
+    """The harder paraphrase task: text_a a WEB verse, text_b the same verse in Basic English (1) or the BBE
+    verse of the same chapter most like it (0); labels balanced and equally frequent in every overlap bin, so a
+    word-overlap classifier stays <= 65 % (issue 13), where the plain cls task lets it reach 98 %."""
+    from heads.analysis.overlap import overlap_baseline
+
+    data = corpora.cls_hard()
+    web, bbe = bible.verses(corpora.WEB), bible.verses(corpora.BBE)
+    where = defaultdict(list)
+    for key, text in bbe.items():
+        where[text].append(key)
+    by_web = defaultdict(list)  # a few verses repeat word for word (Joshua 10:15 and 10:43)
+    for key, text in web.items():
+        by_web[text].append(key)
+    for split, d in data.items():
+        assert Counter(d["label"])[0] == Counter(d["label"])[1] and len(d) > 400, split
+        bins = Counter()
+        for row in d:
+            firsts = [k for k in by_web[row["text_a"]] if corpora.split_of(k[0]) == split]
+            b = where[row["text_b"]]
+            assert any((a in b) if row["label"] == 1 else any(k[:2] == a[:2] and k != a for k in b)
+                       for a in firsts), row
+            slot = min(corpora.OVERLAP_BINS - 1, int(corpora.jaccard(row["text_a"], row["text_b"]) * 20))
+            bins[slot, row["label"]] += 1
+        assert all(bins[slot, 0] == bins[slot, 1] for slot, _ in bins), split
+    pairs = {s: list(zip(d["text_a"], d["text_b"], d["label"], strict=True)) for s, d in data.items()}
+    assert overlap_baseline(pairs["train"], pairs["test"])["accuracy"] <= 0.65
+    assert corpora.cls_hard(limit=51)["test"][:] == corpora.cls_hard(limit=51)["test"][:]
 
 
 def test_near_repeats_are_not_negatives():

@@ -19,6 +19,7 @@ VerseKey = tuple[int, int, int]
 # The public-domain translations the corpora use; the database holds more (any code in it is accepted).
 TRANSLATIONS = {
     "4": "World English Bible (English)",
+    "3": "Bible in Basic English (English)",
     "k": "King James Version 1611 (English)",
     "l": "Louis Segond 1910 (French)",
 }
