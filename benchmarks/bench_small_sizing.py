@@ -2,8 +2,8 @@
 
 The ``small`` preset must meet the claims' preconditions (replications/preconditions.yaml) at a CPU cost one
 working day can pay: mt at least 15 BLEU on held-out books, lm converged (validation loss within 2 % of what
-twice the steps gives), coherence accuracy in 75-95 %. This measures what each candidate reaches, against steps
-and seconds, so the preset is chosen from measurements, not guesses.
+twice the steps gives), a pair task's accuracy in 75-95 % (coherence, cls_hard). This measures what each
+candidate reaches, against steps and seconds, so the preset is chosen from measurements, not guesses.
 
 Each candidate is one ``heads train`` run (the tiny preset's task config with the candidate's overrides), at
 most ``--budget`` minutes of wall-clock: a run still going at the budget is stopped and its snapshots are what it
@@ -13,7 +13,7 @@ sentences) for BLEU. lm candidates are trained to S and to 2S steps as separate 
 which is the convergence rule itself. Candidates run ``--jobs`` at a time, one torch thread each.
 
     python benchmarks/bench_small_sizing.py --task mt --budget 45
-    python benchmarks/bench_small_sizing.py --task lm coherence --jobs 2
+    python benchmarks/bench_small_sizing.py --task lm coherence cls_hard --jobs 2
 
 Rows go to ``results/small/sizing.csv`` (merged by candidate, so candidates can be measured in separate calls)
 and the curves to ``results/small/sizing.png``. A candidate trained once is not trained again (its stop at the
@@ -45,8 +45,10 @@ CANDIDATES: dict[str, tuple[str, list[str]]] = {
     "lm-4x128-1200": ("lm", ["train.steps=1200", "train.warmup=100", "train.eval_every=100"]),
     "lm-4x128-2400": ("lm", ["train.steps=2400", "train.warmup=100", "train.eval_every=100"]),
     "lm-4x128-4800": ("lm", ["train.steps=4800", "train.warmup=100", "train.eval_every=200"]),
-    # MiniLM fine-tuned on the coherence pairs (the tiny preset's recipe: 500 steps)
+    # MiniLM fine-tuned on the coherence pairs and on the overlap-matched paraphrases (the tiny preset's recipe:
+    # 500 steps)
     "coherence-minilm": ("coherence", []),
+    "cls_hard-minilm": ("cls_hard", []),
 }
 MT_RECIPE = ["data.seq_len=64", "data.batch_size=64", "train.schedule=inverse_sqrt", "train.lr=0.001",
              "train.warmup=400", "train.steps=20000", "train.eval_every=250", "train.checkpoint_every=500",
@@ -194,7 +196,7 @@ def figure(rows: list[dict], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--task", nargs="+", default=["mt", "lm", "coherence"])
+    p.add_argument("--task", nargs="+", default=["mt", "lm", "coherence", "cls_hard"])
     p.add_argument("--candidates", nargs="+", help=f"(default: every one of --task; known: {sorted(CANDIDATES)})")
     p.add_argument("--budget", type=float, default=45.0, help="minutes of wall-clock per candidate")
     p.add_argument("--jobs", type=int, default=2, help="candidates trained at once, one thread each")
