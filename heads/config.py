@@ -42,7 +42,8 @@ class DataConfig:
     limit: int | None = None  # max rows per split (small presets)
     hub_path: str | None = None  # a local folder in the hub's format instead of the hub id
     # hub: a preset (wikitext103, iwslt2017-de-en, wmt14-en-fr, mnli; null: the task's), a hub id (owner/name),
-    # a local folder laid out like a hub repository, or one parquet / JSON-lines / CSV / TSV file
+    # a local folder laid out like a hub repository, or one parquet / JSON-lines / CSV / TSV file. offline: another
+    # shipped corpus in the task's columns (cls reads cls_hard or coherence; null: the task's own)
     dataset: str | None = None
     config: str | None = None  # the dataset's configuration (glue: mrpc, sst2, mnli), a subfolder of its layout
     columns: dict = field(default_factory=dict)  # task column -> dataset column ("translation.de"); text_b: null
@@ -228,10 +229,17 @@ def validate(config: RunConfig) -> None:
             raise ConfigError(f"model.kv_heads: {kv} does not divide model.heads={m.heads}")
     if config.data.source not in ("offline", "hub"):
         raise ConfigError(f"data.source: {config.data.source!r} is not one of ['hub', 'offline']")
-    hub_keys = ("hub_path", "dataset", "config", "columns", "splits", "labels", "revision")
+    hub_keys = ("hub_path", "config", "columns", "splits", "labels", "revision")
     set_keys = [f"data.{k}" for k in hub_keys if getattr(config.data, k) not in (None, {}, [])]
     if config.data.source == "offline" and set_keys:
         raise ConfigError(f"{', '.join(set_keys)}: apply to data.source=hub only (the offline corpora are fixed)")
+    if config.data.source == "offline" and config.data.dataset is not None:
+        from heads.data.prepare import DataError, offline_corpus
+
+        try:
+            offline_corpus(config.task, config.data.dataset)
+        except DataError as exc:
+            raise ConfigError(f"data.dataset: {exc}") from None
     if t.schedule not in ("cosine", "linear", "inverse_sqrt", "constant"):
         raise ConfigError(
             f"train.schedule: {t.schedule!r} is not one of ['constant', 'cosine', 'inverse_sqrt', 'linear']"

@@ -263,7 +263,9 @@ def test_config_keys_are_checked_when_the_config_resolves(tmp_path):
                                          "data.splits.validation=train[-5%:]", "data.labels=[no, yes]"])
     assert cfg.data.columns == {"text_b": None} and cfg.data.splits["validation"] == "train[-5%:]"
     for bad, match in [
-        (["data.dataset=x.csv"], "apply to data.source=hub only"),
+        (["data.hub_path=x"], "apply to data.source=hub only"),
+        (["data.dataset=x.csv"], "not a shipped corpus"),
+        (["data.dataset=lm"], "has columns"),
         (["data.source=hub", "data.splits.dev=validation"], "data.splits.dev"),
         (["data.source=hub", "data.splits.test=validation[5:"], "data.splits.test"),
         (["data.source=hub", "data.columns.text_a=null"], "data.columns.text_a"),

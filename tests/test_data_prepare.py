@@ -51,7 +51,7 @@ def test_reuse_refuses_a_foreign_folder(tmp_path):
     (tmp_path / "lm-offline").mkdir()
     with pytest.raises(prepare.CorruptDataError, match="without a CHECKSUM"):
         prepare.prepare("lm", "offline", root=tmp_path)
-    with pytest.raises(ValueError, match="hub_path and dataset"):
+    with pytest.raises(ValueError, match="hub_path .* apply to source=.hub. only"):
         prepare.prepare("mt", "offline", root=tmp_path, hub_path="/somewhere")
 
 
@@ -135,3 +135,19 @@ def test_folder_names():
     assert prepare.folder_name("cls", "offline", 200) == "cls-offline-200"
     assert prepare.folder_name("mt", "hub", None, "iwslt2017-de-en") == "mt-hub"
     assert prepare.folder_name("mt", "hub", 1000, "wmt14-en-fr") == "mt-hub-wmt14-en-fr-1000"
+
+
+def test_a_task_reads_another_shipped_corpus_with_its_columns(tmp_path):
+    """``data.dataset`` offline: cls on the overlap-matched pairs (the claims name the task, the preset picks the
+    corpus); its own folder, the same rows as the corpus itself; a corpus of other columns is refused."""
+    assert prepare.folder_name("cls", "offline", 40, "cls_hard") == "cls-offline-cls_hard-40"
+    path = prepare.prepare("cls", root=tmp_path, limit=40, dataset="cls_hard")
+    assert path.name == "cls-offline-cls_hard-40"
+    assert prepare.load_prepared(path)["test"][:] == corpora.cls_hard(limit=40)["test"][:]
+    assert prepare.prepare("cls", root=tmp_path, limit=40, dataset="cls") == tmp_path / "cls-offline-40"
+    with pytest.raises(ValueError, match="has columns"):
+        prepare.prepare("cls", root=tmp_path, dataset="mt")
+    with pytest.raises(ValueError, match="not a shipped corpus"):
+        prepare.prepare("cls", root=tmp_path, dataset="mnli")
+    with pytest.raises(ValueError, match="source='hub' only"):
+        prepare.prepare("cls", root=tmp_path, hub_path=tmp_path)

@@ -44,6 +44,8 @@ def folder_name(
     """``<task>-<source>[-<dataset>[-<tag>]][-<limit>]``; a preset dataset appears only when it is not the
     task's default, any other (hub id, folder, file) by its last path component with the request's ``tag``."""
     parts = [task, source]
+    if source == "offline" and dataset and dataset != task:  # another shipped corpus in the task's columns
+        parts.append(dataset)
     if source == "hub" and dataset and (dataset != hub.DEFAULT.get(task) or tag):
         parts.append(re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(dataset).rstrip("/")).name) or "dataset")
     if source == "hub" and tag:
@@ -122,14 +124,26 @@ def build(
 ) -> DatasetDict:
     """The normalised DatasetDict, not written anywhere; ``keys``: the hub keys (config, columns, ...)."""
     if source == "offline":
-        if hub_path is not None or dataset is not None or _hub_keys(keys):
-            raise DataError("hub_path and dataset (and config, columns, splits, labels, revision) apply to "
-                            "source='hub' only")
-        return corpora.build(task, limit=limit)
+        if hub_path is not None or _hub_keys(keys):
+            raise DataError("hub_path (and config, columns, splits, labels, revision) apply to source='hub' only")
+        return corpora.build(offline_corpus(task, dataset), limit=limit)
     if source == "hub":
         return hub.load(task, dataset=dataset, path=hub_path, limit=limit, cache_dir=cache_dir, report=report,
                         **_hub_keys(keys))
     raise DataError(f"unknown data source {source!r}; valid: {list(SOURCES)}")
+
+
+def offline_corpus(task: str, dataset: str | None) -> str:
+    """The shipped corpus a task reads offline: its own, or ``dataset`` when that names another corpus with the
+    same columns (``cls`` on ``cls_hard``: the harder pairs under the task the claims name)."""
+    if dataset is None or dataset == task:
+        return task
+    if dataset not in corpora.TASKS:
+        raise DataError(f"offline dataset {dataset!r} is not a shipped corpus; valid: {list(corpora.TASKS)}")
+    if corpora.COLUMNS[dataset] != corpora.COLUMNS.get(task):
+        raise DataError(f"offline dataset {dataset!r} has columns {list(corpora.COLUMNS[dataset])}, task {task!r} "
+                        f"reads {list(corpora.COLUMNS.get(task, ()))}")
+    return dataset
 
 
 def prepare_for(task: str, data: Any, cache_dir: str | None = None) -> Path:
@@ -177,9 +191,11 @@ def prepare(
         spec = hub.source_for(task, dataset, hub_path, **keys)  # refuses bad keys before anything is read
         dataset, custom = (spec.name, None) if spec.name is not None else (dataset, dataset)
         tag = hub.request_tag(spec) if keys or custom else None
-    elif hub_path is not None or dataset is not None or keys:
-        raise DataError("hub_path and dataset (and config, columns, splits, labels, revision) apply to "
-                        "source='hub' only")
+    elif hub_path is not None or keys:
+        raise DataError("hub_path (and config, columns, splits, labels, revision) apply to source='hub' only")
+    else:
+        dataset = offline_corpus(task, dataset)
+        dataset = None if dataset == task else dataset  # the task's own corpus: the folder it always had
     root = Path(root)
     final = root / folder_name(task, source, limit, dataset, tag)
     manifest = {
