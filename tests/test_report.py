@@ -50,6 +50,7 @@ def _metrics(final: float, sec_per_step: float, steps: int = 400, heads: int = 8
         if diverge_at is not None and step > diverge_at:
             break
         row = {"step": step, "train_seconds": round(step * sec_per_step, 4), "wall": 1.7e9 + step,
+               "train_cpu_seconds": round(0.9 * step * sec_per_step, 4),  # a busy machine: CPU < wall
                "tokens": step * tokens_per_step,
                "train_loss": None if step == 0 else final + 3.2 * math.exp(-step / tau),
                "tokens_per_s": None if step == 0 else tps_factor * tokens_per_step / sec_per_step, "lr": 1e-3,
@@ -532,6 +533,13 @@ def test_effects_are_the_claimed_quantities(tree_root):
     base = {r.seed: r.record["time_to_target"] for r in tree.select("lm", **BASE)}
     one = {r.seed: r.record["time_to_target"] for r in tree.select("lm", "during", "oneshot", 0.25)}
     assert ratio.per_seed == pytest.approx({s: one[s] / base[s] for s in SEEDS})
+    # the same ratio on CPU seconds of the same steps (0.9 of wall-clock in this tree, on both arms)
+    cpu = evaluate(_claim(kind="paired_ratio", direction="less",
+                          a={"variant": "during", "strategy": "oneshot", "ratio": 0.25, "field": "cpu_time_to_target"},
+                          b={**BASE, "field": "cpu_time_to_target"}), tree)
+    assert cpu.per_seed == pytest.approx(ratio.per_seed, rel=1e-3)
+    assert all(r.record["cpu_time_to_target"] == pytest.approx(0.9 * r.record["time_to_target"], rel=1e-3)
+               for r in tree.select("lm", **BASE))
 
 
 def test_malformed_analyses_do_not_crash_the_report(tmp_path, capsys):

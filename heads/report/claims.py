@@ -9,7 +9,7 @@ ledger.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -206,6 +206,7 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     decision = Decision(INCONCLUSIVE)
     if claim.test == "exact" and est.n >= 1:
         decision = decide_exact(list(per_seed.values()), claim.holds, claim.condition())
+        est = replace(est, ci_low=None, ci_high=None)  # a count has no interval: not a zero-width one
     elif est.n >= 2:
         decision = (decide_equivalence(est, claim.null, claim.margin) if claim.test == "equivalence"
                     else decide(est, claim.direction, claim.threshold))
@@ -267,9 +268,11 @@ def ledger_table(results: Sequence[ClaimResult]) -> Table:
     return Table("claims", CSV_COLUMNS + EXTRA_COLUMNS, rows, formats={"effect_size": ".2f", "p_value": ".2g"})
 
 
-def _interval(e: Estimate) -> str:
+def _interval(e: Estimate, exact: bool = False) -> str:
     if e.mean is None:
         return "–"
+    if exact:
+        return f"{e.mean:+.4f} (exact)"
     if e.ci_low is None:
         return f"{e.mean:+.4f} (one value)"
     return f"{e.mean:+.4f} [{e.ci_low:+.4f}, {e.ci_high:+.4f}]"
@@ -314,7 +317,8 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
         c = r.claim
         paper = " ".join(x for x in (_paper(c.paper_value), f"({c.paper})" if c.paper else "") if x)
         cells = [c.id, c.replication, c.task or "–", c.text, f"`{c.quantity()}`" if c.quantity() else "–",
-                 _interval(r.estimate), "–" if c.not_tested else c.condition(), str(r.estimate.n), _p(r.p_value),
+                 _interval(r.estimate, c.test == "exact"), "–" if c.not_tested else c.condition(),
+                 str(r.estimate.n), _p(r.p_value),
                  paper or "–", f"**{r.verdict}**" + (" (fragile)" if r.fragile else ""),
                  r.precondition or "–", "; ".join(x for x in (r.note, r.robustness if r.fragile else "") if x) or "–"]
         lines.append("| " + " | ".join(x.replace("|", "\\|").replace("\n", " ") for x in cells) + " |")

@@ -24,7 +24,7 @@ from heads.examples import ExampleValues
 from heads.metrics import TASK_METRIC
 from heads.metrics import higher_is_better as metric_higher_is_better
 from heads.report.sites import site_kind
-from heads.report.targets import DEFAULT_TOL, target_loss, to_target
+from heads.report.targets import DEFAULT_TOL, first_reaching, target_loss, to_target
 from heads.sheet import fmt_ratio
 
 # Derived measures of the report where larger is better (the metrics' own directions: heads.metrics).
@@ -39,6 +39,7 @@ COLUMNS = [
     "tokens_per_s_early", "peak_mem_mb", "optimizer_mb_ratio", "moments_per_param",
     "attention_dropout", "redundancy_ratio", "redundancy_threshold", "max_similarity", "prune_events",
     "target", "time_to_target", "steps_to_target", "reached", "time_to_target_or_total", "steps_to_target_or_total",
+    "train_cpu_seconds", "cpu_time_to_target", "cpu_time_to_target_or_total",
 ]
 
 
@@ -220,15 +221,17 @@ def _record(run: Run, metric: str | None, root: Path) -> dict:
         "metric": s.get("metric", metric),
     }
     record["value"] = _num(s.get("value")) if "value" in s else _num(run.eval.get(record["metric"] or ""))
-    for key in ("final_val_loss", "tokens", "train_seconds", "flops", "flops_per_token", "heads", "params"):
+    for key in ("final_val_loss", "tokens", "train_seconds", "train_cpu_seconds", "flops", "flops_per_token",
+                "heads", "params"):
         record[key] = _num(s.get(key))
     record["steps"] = _num(s.get("steps", s.get("step")))
     record["late_improvement"] = late_improvement(metrics) if run.status == "ok" else None
     if record["final_val_loss"] is None and run.status != "ok":
         vals = [r["val_loss"] for r in metrics if _num(r.get("val_loss")) is not None]
         record["final_val_loss"] = vals[-1] if vals else None
-    if record["train_seconds"] is None and metrics:
-        record["train_seconds"] = _num(metrics[-1].get("train_seconds"))
+    for key in ("train_seconds", "train_cpu_seconds"):
+        if record[key] is None and metrics:
+            record[key] = _num(metrics[-1].get(key))
     record["heads_full"] = _num(metrics[0].get("heads")) if metrics else None  # refined by RunTree (baseline)
     rates = [(r.get("step", 0), _num(r.get("tokens_per_s"))) for r in metrics]
     record["tokens_per_s"] = _mean([v for _, v in rates if v is not None])
@@ -491,11 +494,17 @@ def reach_fields(run: Run, target: float | None) -> dict:
     reached = None if target is None or not run.metrics else seconds is not None
     total_s = run.record.get("train_seconds")
     total_steps = run.record.get("steps")
+    # CPU seconds of the same steps (runs since train_cpu_seconds was logged): the clock other jobs move less
+    hit = first_reaching(run.metrics, target) if reached else None
+    cpu = _num(hit.get("train_cpu_seconds")) if hit else None
+    total_cpu = run.record.get("train_cpu_seconds")
     return {
         "target": target,
         "time_to_target": seconds,
         "steps_to_target": step,
+        "cpu_time_to_target": cpu,
         "reached": reached,
         "time_to_target_or_total": seconds if reached else (total_s if reached is False else None),
         "steps_to_target_or_total": step if reached else (total_steps if reached is False else None),
+        "cpu_time_to_target_or_total": cpu if reached else (total_cpu if reached is False else None),
     }

@@ -37,7 +37,7 @@ KEYS = {
     "speed": {"measure", "ratio", "batch"},
     "roles": {"lam", "pick", "measure", "field", "site_kind"},
 }
-TTT_FIELDS = {"time_to_target", "steps_to_target"}
+TTT_FIELDS = {"time_to_target", "steps_to_target", "cpu_time_to_target"}
 
 
 class SelectorError(ValueError):

@@ -111,6 +111,7 @@ class Trainer:
         self.tokens = 0
         self.flops = 0.0
         self.train_seconds = 0.0
+        self.train_cpu_seconds = 0.0  # CPU time of the same steps (all threads): less moved by jobs beside it
         self.optimizer = self._optimizer()
         self.scaler = self.placement.scaler()
         set_dropout(self.model, attention=t.attention_dropout, residual=t.dropout)
@@ -147,6 +148,7 @@ class Trainer:
         restore_optimizer(self.model, self.optimizer, opt_tensors)
         self.step, self.tokens = state["step"], state["tokens"]
         self.flops, self.train_seconds = state["flops"], state["train_seconds"]
+        self.train_cpu_seconds = state.get("train_cpu_seconds", 0.0)  # checkpoints written before it was kept
         self.loader.load_state_dict(state["batcher"])
         if self.scaler is not None and state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
@@ -167,6 +169,7 @@ class Trainer:
             "tokens": self.tokens,
             "flops": self.flops,
             "train_seconds": self.train_seconds,
+            "train_cpu_seconds": self.train_cpu_seconds,
             "batcher": self.loader.state_dict(),
             "dropout": get_dropout(self.model),
             "hooks": [h.state_dict() for h in self.hooks],
@@ -239,7 +242,7 @@ class Trainer:
         progress = _progress(t.steps, self.step, enabled=t.progress and self.world.main)
         window_loss, window_n, window_tokens, window_time = 0.0, 0, 0, 0.0
         while self.step < t.steps:
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), time.process_time()
             loss, tokens = self._step()
             self.step += 1
             self.tokens += tokens
@@ -247,6 +250,7 @@ class Trainer:
             self.placement.synchronize()
             elapsed = time.perf_counter() - started
             self.train_seconds += elapsed
+            self.train_cpu_seconds += time.process_time() - started_cpu
             window_loss += loss
             window_n += 1
             window_tokens += tokens
@@ -275,6 +279,7 @@ class Trainer:
             "steps": self.step,
             "tokens": self.tokens,
             "train_seconds": self.train_seconds,
+            "train_cpu_seconds": self.train_cpu_seconds,
             "flops": self.flops,
             "heads": num_heads(head_layout(self.model)),
             "resumed": resumed,
@@ -368,6 +373,7 @@ class Trainer:
         record = {
             "step": self.step,
             "train_seconds": round(self.train_seconds, 4),
+            "train_cpu_seconds": round(self.train_cpu_seconds, 4),
             "wall": time.time(),
             "tokens": self.tokens,
             "train_loss": loss,
