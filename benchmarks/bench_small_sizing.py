@@ -194,6 +194,60 @@ def figure(rows: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+CONVERGED = 0.02  # the lm-converged rule: a run's final validation loss within 2 % of twice the steps'
+
+
+def _final(rows: list[dict], name: str) -> dict:
+    """The candidate's last evaluated step: validation loss and (where scored) its metric."""
+    mine = [r for r in rows if r["candidate"] == name]
+    loss = max((r for r in mine if not r["metric"] and r["val_loss"] not in ("", None)),
+               key=lambda r: int(r["step"]), default=None)
+    scored = max((r for r in mine if r["metric"] and r["value"] not in ("", None)),
+                 key=lambda r: int(r["step"]), default=None)
+    return {"loss": loss, "scored": scored}
+
+
+def summary_markdown(rows: list[dict], runs: Path) -> str:
+    """``sizing.md``: per candidate what it reached in its budget, and the lm convergence rule between S and 2S."""
+    import torch
+
+    lines = ["# Sizing the small preset", "",
+             f"Measured by `benchmarks/bench_small_sizing.py` on {os.cpu_count()} CPU cores, one torch thread per "
+             f"candidate, torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()} kernels); two "
+             "candidates at a time. Curves: `sizing.csv`, `sizing.png`.", "",
+             "| candidate | task | status | steps | training min | final val loss | metric at the last scored step |",
+             "|---|---|---|--:|--:|--:|---|"]
+    finals = {}
+    for name in sorted({r["candidate"] for r in rows}):
+        record = runs / f"{name}.train.json"
+        status = json.loads(record.read_text())["status"] if record.is_file() else "not trained here"
+        got = finals[name] = _final(rows, name)
+        loss, scored = got["loss"], got["scored"]
+        task = CANDIDATES[name][0] if name in CANDIDATES else "?"
+        metric = f"{scored['metric']} {float(scored['value']):.4g} at step {scored['step']}" if scored else "–"
+        if loss is None:
+            lines.append(f"| {name} | {task} | {status} | – | – | – | {metric} |")
+            continue
+        minutes = "–" if loss["train_seconds"] in ("", None) else f"{float(loss['train_seconds']) / 60:.1f}"
+        lines.append(f"| {name} | {task} | {status} | {loss['step']} | {minutes} | {float(loss['val_loss']):.4f} "
+                     f"| {metric} |")
+    pairs = []
+    for name in finals:
+        task, over = CANDIDATES.get(name, ("", []))
+        steps = next((int(o.split("=")[1]) for o in over if o.startswith("train.steps=")), None)
+        twice = next((n for n, (t, o) in CANDIDATES.items() if t == task and f"train.steps={2 * (steps or 0)}" in o),
+                     None)
+        if task == "lm" and steps and twice in finals and finals[name]["loss"] and finals[twice]["loss"]:
+            a, b = float(finals[name]["loss"]["val_loss"]), float(finals[twice]["loss"]["val_loss"])
+            pairs.append(f"- {name}: final validation loss {a:.4f} against {b:.4f} at twice the steps "
+                         f"({twice}): {100 * (a - b) / b:+.1f} % -> "
+                         f"{'converged' if a - b <= CONVERGED * b else 'not converged'} by the 2 % rule")
+    if pairs:
+        lines += ["", "The lm convergence rule (a run of S steps is converged when twice the steps lowers its final "
+                  "validation loss by at most 2 %):", "", *pairs]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--task", nargs="+", default=["mt", "lm", "coherence", "cls_hard"])
@@ -220,6 +274,7 @@ def main(argv: list[str] | None = None) -> None:
         w.writerows({k: r.get(k, "") for k in FIELDS} for r in rows)
     if rows:
         figure(rows, args.out.with_suffix(".png"))
+        args.out.with_suffix(".md").write_text(summary_markdown(rows, args.runs))
     for t in trained:
         print(f"{t['candidate']}: {t['status']} in {t['seconds'] / 60:.1f} min"
               + (f"\n{t['message']}" if t.get("message") else ""), file=sys.stderr)
