@@ -207,20 +207,21 @@ def _final(rows: list[dict], name: str) -> dict:
     return {"loss": loss, "scored": scored}
 
 
-def summary_markdown(rows: list[dict], runs: Path) -> str:
-    """``sizing.md``: per candidate what it reached in its budget, and the lm convergence rule between S and 2S."""
+def summary_markdown(rows: list[dict], runs: Path, jobs: int) -> str:
+    """``sizing.md``: per candidate what it reached in its budget, and the lm convergence rule between S and 2S
+    (decided only where both runs finished all their steps)."""
     import torch
 
     lines = ["# Sizing the small preset", "",
              f"Measured by `benchmarks/bench_small_sizing.py` on {os.cpu_count()} CPU cores, one torch thread per "
-             f"candidate, torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()} kernels); two "
-             "candidates at a time. Curves: `sizing.csv`, `sizing.png`.", "",
+             f"candidate, torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()} kernels); {jobs} "
+             "candidate(s) at a time. Curves: `sizing.csv`, `sizing.png`.", "",
              "| candidate | task | status | steps | training min | final val loss | metric at the last scored step |",
              "|---|---|---|--:|--:|--:|---|"]
-    finals = {}
+    finals, statuses = {}, {}
     for name in sorted({r["candidate"] for r in rows}):
         record = runs / f"{name}.train.json"
-        status = json.loads(record.read_text())["status"] if record.is_file() else "not trained here"
+        status = statuses[name] = json.loads(record.read_text())["status"] if record.is_file() else "not trained here"
         got = finals[name] = _final(rows, name)
         loss, scored = got["loss"], got["scored"]
         task = CANDIDATES[name][0] if name in CANDIDATES else "?"
@@ -237,7 +238,12 @@ def summary_markdown(rows: list[dict], runs: Path) -> str:
         steps = next((int(o.split("=")[1]) for o in over if o.startswith("train.steps=")), None)
         twice = next((n for n, (t, o) in CANDIDATES.items() if t == task and f"train.steps={2 * (steps or 0)}" in o),
                      None)
-        if task == "lm" and steps and twice in finals and finals[name]["loss"] and finals[twice]["loss"]:
+        if task == "lm" and steps and twice in finals:
+            done = [n for n, want in ((name, steps), (twice, 2 * steps)) if statuses[n] == "finished"
+                    and finals[n]["loss"] and int(finals[n]["loss"]["step"]) == want]
+            if len(done) < 2:
+                pairs.append(f"- {name} against {twice}: not decidable (both runs must finish their steps)")
+                continue
             a, b = float(finals[name]["loss"]["val_loss"]), float(finals[twice]["loss"]["val_loss"])
             pairs.append(f"- {name}: final validation loss {a:.4f} against {b:.4f} at twice the steps "
                          f"({twice}): {100 * (a - b) / b:+.1f} % -> "
@@ -274,7 +280,7 @@ def main(argv: list[str] | None = None) -> None:
         w.writerows({k: r.get(k, "") for k in FIELDS} for r in rows)
     if rows:
         figure(rows, args.out.with_suffix(".png"))
-        args.out.with_suffix(".md").write_text(summary_markdown(rows, args.runs))
+        args.out.with_suffix(".md").write_text(summary_markdown(rows, args.runs, args.jobs))
     for t in trained:
         print(f"{t['candidate']}: {t['status']} in {t['seconds'] / 60:.1f} min"
               + (f"\n{t['message']}" if t.get("message") else ""), file=sys.stderr)

@@ -108,6 +108,14 @@ def test_score_prune_evaluate(smoke_run, tmp_path, data_root):
         )
         == 0
     )
+    # the evaluations' example-level values beside their results (heads.examples), never inside them
+    from heads.examples import ExampleValues
+
+    for beside, result in ((out / "examples.json", out / "eval.json"), (tmp_path / "e.examples.json",
+                                                                      tmp_path / "e.json")):
+        values = ExampleValues.read(beside)
+        assert values is not None and "per_example" not in json.loads(result.read_text())
+        assert values.metric("perplexity") == pytest.approx(json.loads(result.read_text())["perplexity"], rel=1e-6)
 
 
 def test_ablate_and_curve(smoke_run, tmp_path):

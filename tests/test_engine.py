@@ -1,6 +1,7 @@
 """The training engine at smoke scale: learns, is deterministic, resumes exactly after kill -9."""
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -153,3 +154,22 @@ def test_cls_from_config_trains_with_its_own_tokenizer(data_root, tmp_path):
     summary = train_run(cfg, tmp_path)
     assert summary["status"] == "ok" and 0.0 <= summary["value"] <= 1.0
     assert len(sites(get_task("cls").build_model(cfg, get_task("cls").tokenizer(cfg)))) == 2
+
+
+def test_cpu_seconds_accumulate_and_a_checkpoint_without_them_gives_none(data_root, tmp_path):
+    """train_cpu_seconds grows with the steps and survives a resume; resuming a checkpoint written before it was
+    kept leaves it unknown (None), never a count that silently misses the steps before the resume."""
+    cut = tmp_path / "cut"
+    heads_train_killed("lm", cut, data_root, [], at_step=15)
+    state = json.loads((cut / "checkpoint/state.json").read_text())
+    assert state["train_cpu_seconds"] > 0
+    old = tmp_path / "old"
+    shutil.copytree(cut, old)
+    del state["train_cpu_seconds"]
+    (old / "checkpoint/state.json").write_text(json.dumps(state))
+    resumed = train_run(smoke("lm", data_root), cut)
+    cpu = [r["train_cpu_seconds"] for r in read_jsonl(cut / "metrics.jsonl")]
+    assert resumed["train_cpu_seconds"] > 0 and cpu == sorted(cpu)
+    unknown = train_run(smoke("lm", data_root), old)
+    after = [r for r in read_jsonl(old / "metrics.jsonl") if r["step"] > 10]
+    assert unknown["train_cpu_seconds"] is None and after and all(r["train_cpu_seconds"] is None for r in after)

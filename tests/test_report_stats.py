@@ -81,6 +81,10 @@ def test_two_level_gives_equal_seeds_the_examples_width_and_a_verdict():
     assert 2 < est.dof < float("inf") and est.ci_low < interval([0.7, 0.8, 0.9])[0]
     at_edge = decide(est, "greater", est.ci_low)
     assert at_edge.p_value == pytest.approx(0.025, rel=1e-6)
+    # seeds that barely differ against the examples' spread: degrees of freedom at (or next to) infinity, no crash
+    for eps in (3e-8, 1e-7, 3e-7, 1e-6):
+        tight = two_level([0.5, 0.5 + eps, 0.5 - eps], replicates)
+        assert decide(tight, "greater", 0.45).verdict == SUPPORTED and tight.dof > 1e6
     # no example noise: the seeds' Student-t interval exactly
     assert two_level([0.7, 0.8, 0.9], [0.5, 0.5]).ci_low == pytest.approx(interval([0.7, 0.8, 0.9])[0])
     with pytest.raises(ValueError, match="two seeds"):
@@ -382,6 +386,10 @@ def test_optimizer_bytes_are_read_either_side_of_the_first_prune(tmp_path):
     got = _memory_at_prune(run)
     assert got["optimizer_mb_ratio"] == pytest.approx(9.509 / 10.009)
     assert got["moments_per_param"] == pytest.approx(9.509 / 4.754)
+    # a prune event that logged its sizes speaks for itself (records either side of it may not exist)
+    run.events = [{"step": 5, "event": "prune", "optimizer_mb_before": 10.0, "optimizer_mb_after": 9.0,
+                   "param_mb_after": 4.5}]
+    assert _memory_at_prune(run) == {"optimizer_mb_ratio": 0.9, "moments_per_param": 2.0}
     run.events = [{"step": 0, "event": "prune"}]  # pruned before any moment existed: nothing to compare
     assert _memory_at_prune(run) == {"optimizer_mb_ratio": None, "moments_per_param": None}
 

@@ -113,13 +113,18 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     split = check_split(args.split) if args.split else None
     check_out_file(args.out)
+    if args.out:
+        check_out_file(examples.path_beside(Path(args.out)))
     loaded = load_for_task(args)
     with loaded.placement.autocast():
         result, columns = examples.split_off(
             loaded.task.evaluate(loaded.model, loaded.cfg, loaded.tokenizer, split or loaded.cfg.eval.split))
     if args.out:
+        beside = examples.path_beside(Path(args.out))
         if columns is not None:  # NAME.examples.json beside NAME.json, written first: the result marks it done
-            write_json(examples.path_beside(Path(args.out)), examples.record(columns, result))
+            write_json(beside, examples.record(columns, result))
+        else:
+            beside.unlink(missing_ok=True)  # an earlier evaluation's columns would not be this one's
         write_json(args.out, with_environment(result, loaded.model))
     print(json.dumps(result, indent=2))
     return 0

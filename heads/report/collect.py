@@ -168,14 +168,18 @@ def late_improvement(metrics: list[dict]) -> float | None:
 
 
 def _memory_at_prune(run: Run) -> dict[str, float | None]:
-    """Around the run's first prune after step 0: optimizer-state bytes after / before (the records logged
-    either side of it, the moments allocated), and moment bytes per parameter byte after it (AdamW keeps two:
-    more means stale moments of removed heads were kept)."""
+    """Around the run's first prune after step 0: optimizer-state bytes after / before, and moment bytes per
+    parameter byte after it (AdamW keeps two: more means stale moments of removed heads were kept). From the
+    prune event's own sizes where it logged them, else from the metrics records logged either side of it."""
     out: dict[str, float | None] = {"optimizer_mb_ratio": None, "moments_per_param": None}
-    steps = [int(e["step"]) for e in _events(run, "prune") if isinstance(e.get("step"), int) and e["step"] > 0]
-    if not steps:
+    prunes = [e for e in _events(run, "prune") if isinstance(e.get("step"), int) and e["step"] > 0]
+    if not prunes:
         return out
-    at = min(steps)
+    first = min(prunes, key=lambda e: e["step"])
+    sizes = [_num(first.get(k)) for k in ("optimizer_mb_before", "optimizer_mb_after", "param_mb_after")]
+    if all(sizes) and sizes[0] > 0:  # the prune event says it (runs since it does)
+        return {"optimizer_mb_ratio": sizes[1] / sizes[0], "moments_per_param": sizes[1] / sizes[2]}
+    at = first["step"]
     sized = [r for r in run.metrics if isinstance(r.get("step"), int) and (_num(r.get("optimizer_mb")) or 0) > 0
              and (_num(r.get("param_mb")) or 0) > 0]
     before = [r for r in sized if r["step"] < at]

@@ -173,7 +173,7 @@ def _matching_df(quantile: float, p: float, lowest: int) -> float:
     """The degrees of freedom whose t quantile at ``p`` is ``quantile`` (between the normal's and t(lowest)'s)."""
     if quantile >= float(_st.t.ppf(p, lowest)):
         return float(lowest)
-    if quantile <= float(_st.norm.ppf(p)) * (1 + 1e-12):
+    if float(_st.t.cdf(quantile, 1e9)) <= p:  # at (or within rounding of) the normal quantile: no bracket
         return math.inf
     # on log(df), where the quantile changes smoothly: a dozen evaluations of the cdf
     log_df = _opt.brentq(lambda u: float(_st.t.cdf(quantile, math.exp(u))) - p, math.log(lowest), math.log(1e9),

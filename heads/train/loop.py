@@ -148,7 +148,9 @@ class Trainer:
         restore_optimizer(self.model, self.optimizer, opt_tensors)
         self.step, self.tokens = state["step"], state["tokens"]
         self.flops, self.train_seconds = state["flops"], state["train_seconds"]
-        self.train_cpu_seconds = state.get("train_cpu_seconds", 0.0)  # checkpoints written before it was kept
+        # a checkpoint written before CPU time was kept: the steps before it are uncounted, so no CPU total at all
+        cpu = state.get("train_cpu_seconds")
+        self.train_cpu_seconds = math.nan if cpu is None else float(cpu)
         self.loader.load_state_dict(state["batcher"])
         if self.scaler is not None and state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
@@ -169,7 +171,7 @@ class Trainer:
             "tokens": self.tokens,
             "flops": self.flops,
             "train_seconds": self.train_seconds,
-            "train_cpu_seconds": self.train_cpu_seconds,
+            "train_cpu_seconds": self.train_cpu_seconds if math.isfinite(self.train_cpu_seconds) else None,
             "batcher": self.loader.state_dict(),
             "dropout": get_dropout(self.model),
             "hooks": [h.state_dict() for h in self.hooks],
@@ -189,13 +191,22 @@ class Trainer:
         remove = dist.broadcast(self.world, remove)
         if not remove:
             return head_layout(self.model)
+        # the bytes a prune frees, in the event itself (a metrics record either side of it may not exist)
+        before = self._memory_mb()
         layout = prune_heads(self.model, remove, optimizer=self.optimizer)
         self._forward = None  # DDP holds the old parameters; rebuilt (and synced from rank 0) before the next step
         self._update_cost()
+        after = self._memory_mb()
         self.events.write(
-            {"step": self.step, "event": "prune", "removed": remove, "reason": reason, "heads": num_heads(layout)}
+            {"step": self.step, "event": "prune", "removed": remove, "reason": reason, "heads": num_heads(layout),
+             **{f"{k}_before": v for k, v in before.items()}, **{f"{k}_after": v for k, v in after.items()}}
         )
         return layout
+
+    def _memory_mb(self) -> dict[str, float]:
+        """Parameter and optimizer-state megabytes now (the optimizer's are 0 before its first step)."""
+        return {"param_mb": round(tensor_megabytes(self.model.parameters()), 3),
+                "optimizer_mb": round(optimizer_state_mb(self.optimizer), 3)}
 
     def set_dropout(self, attention: float | None = None, residual: float | None = None) -> None:
         attention, residual = dist.broadcast(self.world, (attention, residual))
@@ -279,7 +290,7 @@ class Trainer:
             "steps": self.step,
             "tokens": self.tokens,
             "train_seconds": self.train_seconds,
-            "train_cpu_seconds": self.train_cpu_seconds,
+            "train_cpu_seconds": self.train_cpu_seconds if math.isfinite(self.train_cpu_seconds) else None,
             "flops": self.flops,
             "heads": num_heads(head_layout(self.model)),
             "resumed": resumed,
@@ -373,7 +384,7 @@ class Trainer:
         record = {
             "step": self.step,
             "train_seconds": round(self.train_seconds, 4),
-            "train_cpu_seconds": round(self.train_cpu_seconds, 4),
+            "train_cpu_seconds": round(self.train_cpu_seconds, 4) if math.isfinite(self.train_cpu_seconds) else None,
             "wall": time.time(),
             "tokens": self.tokens,
             "train_loss": loss,
@@ -381,8 +392,7 @@ class Trainer:
             "lr": self.optimizer.param_groups[0]["lr"],
             # on CUDA the peak since the last record (this window's); on CPU the process's peak so far
             "peak_mem_mb": round(self.placement.peak_memory_mb(reset=True), 1),
-            "param_mb": round(tensor_megabytes(self.model.parameters()), 3),
-            "optimizer_mb": round(optimizer_state_mb(self.optimizer), 3),
+            **self._memory_mb(),
             "flops": self.flops,
             "heads": num_heads(head_layout(self.model)),
         }
