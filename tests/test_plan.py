@@ -120,3 +120,43 @@ def test_bad_input_exits_2(argv, message, capsys):
 
 def test_gpu_table_is_dense_bf16():
     assert GPUS["A100-80GB"].tflops == 312 and GPUS["H100-SXM"].tflops == 989 == GPUS["H200"].tflops
+
+
+def _benchmark(logs: Path, preset: str, label: str, seconds: float) -> None:
+    path = logs / preset / "benchmarks" / "runs" / f"{label}.tsv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"s\th:m:s\tmax_rss\n{seconds}\t0:00:{int(seconds):02d}\t100.0\n")
+
+
+def test_cpu_minutes_are_calibrated_on_measured_jobs_and_summed_per_replication(sheet, tmp_path, capsys):
+    """seconds = start + FLOPs / rate, the rate a median over measured jobs of the same task and command, the
+    start the fastest job; a replication counts every job it needs (shared baselines included)."""
+    from heads import cpu_cost
+    from heads.plan import PlanError, analysis_job, train_job
+
+    logs = tmp_path / "logs"
+    with pytest.raises(PlanError, match="no finished job of preset 'smoke'"):
+        cpu_cost.calibrate("smoke", logs, REPLICATIONS)
+    trains = [e for e in sheet.runs.values() if e.command == "train" and e.task == "lm"][:3]
+    flops = {e.label: (lambda j: j.train_flops + j.eval_flops)(train_job(e, run_config(e, "smoke"))) for e in trains}
+    for e in trains:  # 2 s to start, then 1 GFLOP/s
+        _benchmark(logs, "smoke", e.label, 2.0 + flops[e.label] / 1e9)
+    trivial = next(e for e in sheet.runs.values() if e.command == "trivial")
+    _benchmark(logs, "smoke", trivial.label, 2.0)  # the fastest job: the start
+    (logs / "smoke" / "benchmarks" / "runs" / "torn.tsv").write_text("s\n")  # a job that never finished
+    cal = cpu_cost.calibrate("smoke", logs, REPLICATIONS)
+    assert cal.start_s == 2.0 and cal.jobs == 4
+    assert cal.rates[("lm", "train")] == pytest.approx(1e9)
+    ablate = next(e for e in sheet.runs.values() if e.command == "ablate" and e.task == "cls")
+    job = analysis_job(ablate, run_config(ablate, "smoke"))
+    assert cal.seconds(job) == pytest.approx(2.0 + job.eval_flops / 1e9)  # never measured: the slowest rate
+    costs = {c.name: c for c in cpu_cost.cost("smoke", cal, REPLICATIONS)}
+    assert set(costs) == set(sheet.of) and costs["training_time"].jobs == len(sheet.of["training_time"])
+    assert costs["training_time"].core_s == pytest.approx(sum(cal.seconds(
+        train_job(e, run_config(e, "smoke")) if e.command == "train" else analysis_job(e, run_config(e, "smoke")))
+        for e in (sheet.runs[label] for label in sheet.of["training_time"])))
+    assert costs["training_time"].minutes(2) >= costs["training_time"].longest[1] / 60
+    assert main(["plan", "--preset", "smoke", "--cpu-from", "smoke", "--logs", str(logs), "--cores", "2",
+                 "--replications", str(REPLICATIONS)]) == 0
+    out = capsys.readouterr().out
+    assert "CPU cost of the smoke preset, calibrated on 4 measured smoke jobs" in out and "| training_time |" in out

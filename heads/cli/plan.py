@@ -67,10 +67,29 @@ def cmd_plan(args: argparse.Namespace) -> int:
         result = plan(args.preset, args.gpu, args.mfu, args.replications)
     except PlanError as exc:
         raise fail(f"plan: {exc}") from None
+    cpu = None
+    if args.cpu_from:
+        from heads import cpu_cost
+
+        try:
+            calibration = cpu_cost.calibrate(args.cpu_from, args.logs, args.replications)
+            cpu = (calibration, cpu_cost.cost(args.preset, calibration, args.replications))
+        except PlanError as exc:
+            raise fail(f"plan: {exc}") from None
     if args.format == "json":
-        print(json.dumps(result.to_dict(), indent=2))
+        data = result.to_dict()
+        if cpu is not None:
+            data["cpu"] = {"calibrated_on": args.cpu_from, "start_s": cpu[0].start_s, "cores": args.cores,
+                           "replications": {c.name: {"jobs": c.jobs, "core_minutes": c.core_s / 60,
+                                                     "minutes": c.minutes(args.cores), "longest": list(c.longest)}
+                                            for c in cpu[1]}}
+        print(json.dumps(data, indent=2))
     else:
         print(markdown(result))
+        if cpu is not None:
+            from heads.cpu_cost import markdown as cpu_markdown
+
+            print("\n" + cpu_markdown(args.preset, cpu[0], cpu[1], args.cores), end="")
     return 0
 
 
@@ -86,4 +105,9 @@ def register(sub) -> None:
     p.add_argument("--format", default="md", choices=["md", "json"], help="Markdown table or JSON (default md)")
     p.add_argument("--replications", default="replications",
                    help="the replications folder whose run sheet is costed (default replications)")
+    p.add_argument("--cpu-from", metavar="PRESET",
+                   help="also cost each replication in CPU minutes, calibrated on the jobs of PRESET this machine "
+                        "ran (their Snakemake benchmark files under --logs)")
+    p.add_argument("--logs", default="logs", help="where the workflow's logs are (default logs)")
+    p.add_argument("--cores", type=int, default=2, help="cores for the CPU minutes (default 2)")
     p.set_defaults(func=cmd_plan)
