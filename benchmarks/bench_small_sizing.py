@@ -118,8 +118,8 @@ def _metrics(folder: Path) -> list[dict]:
 
 
 def curve(name: str, out: Path, data_root: str, decode: int) -> list[dict]:
-    """One row per evaluated step: validation loss, seconds of training to get there and, for mt snapshots and
-    every finished run, the task metric on the validation split."""
+    """One row per evaluated step: validation loss, seconds of training to get there and, for mt snapshots, every
+    finished run and the last checkpoint of a run stopped at the budget, the task metric on the validation split."""
     task, _ = CANDIDATES[name]
     folder = out / name
     rows = []
@@ -129,18 +129,23 @@ def curve(name: str, out: Path, data_root: str, decode: int) -> list[dict]:
         if m.get("val_loss") is not None:
             rows.append({"candidate": name, "task": task, "step": m["step"], "train_seconds": m.get("train_seconds"),
                          "val_loss": m["val_loss"], "metric": "", "value": ""})
-    models = sorted((folder / "snapshots").glob("step-*"), key=lambda p: int(p.name[5:])) if task == "mt" else []
+    # (model, step): mt snapshots, then the finished run; a run stopped at the budget, its last checkpoint (what
+    # it reached, where no snapshot was kept)
+    models = [(p, int(p.name[5:])) for p in sorted((folder / "snapshots").glob("step-*"),
+                                                   key=lambda p: int(p.name[5:]))] if task == "mt" else []
     if (folder / "summary.json").is_file():
-        models.append(folder)
-    for model in models:
-        step = int(model.name[5:]) if model.name.startswith("step-") else json.loads(
-            (folder / "summary.json").read_text())["steps"]
+        models.append((folder, json.loads((folder / "summary.json").read_text())["steps"]))
+    elif (folder / "checkpoint" / "state.json").is_file():
+        step = json.loads((folder / "checkpoint" / "state.json").read_text())["step"]
+        if step not in {s for _, s in models}:
+            models.append((folder / "checkpoint" / "model", step))
+    for model, step in models:
         # beside the run folder, never in it: heads train refuses a folder holding files it did not write
         result_file = out / f"{name}.eval" / f"step-{step}.json"
         if not result_file.is_file():
             args = ["evaluate", str(model), "--split", "validation", "--out", str(result_file),
                     f"data.root={data_root}", "train.threads=1"]
-            if model != folder:  # a snapshot is a model folder: the run's task and config apply
+            if model != folder:  # a snapshot or checkpoint is a model folder: the run's task and config apply
                 args[2:2] = ["--task", task, "--config", str(folder / "config.json")]
             if task == "mt":
                 args += ["eval.beams=1", f"eval.max_examples={decode}"]
