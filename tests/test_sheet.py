@@ -10,11 +10,11 @@ from heads.config import parse_overrides
 from heads.sheet import RunSpec, SheetError, baseline, build, check, command_line, custom, dag_for, run_label
 
 ROOT = Path(__file__).resolve().parents[1]
-DAG = {preset: dag_for(ROOT / "replications", preset) for preset in ("smoke", "tiny", "paper")}
+DAG = {preset: dag_for(ROOT / "replications", preset) for preset in ("smoke", "tiny", "small", "paper")}
 
 
 def test_every_preset_builds_a_sheet_whose_runs_start_from_runs_on_it():
-    for preset in ("smoke", "tiny", "paper"):
+    for preset in ("smoke", "tiny", "small", "paper"):
         sheet = build(ROOT / "replications", DAG[preset])
         assert set(sheet.of) == {"michel2019", "overprovisioning", "training_time", "voita2019"}
         for label, entry in sheet.runs.items():
@@ -72,7 +72,7 @@ def test_custom_entries_pass_every_parameter_through_including_the_ratio():
     assert r.params["ratio"] == 0.3
 
 
-@pytest.mark.parametrize("preset", ["smoke", "tiny", "paper"])
+@pytest.mark.parametrize("preset", ["smoke", "tiny", "small", "paper"])
 def test_c3_trains_the_scratch_layout_for_the_l0_models_total_steps(preset):
     """Voita's scratch comparison is at equal total steps: the baseline's plus the L0 fine-tune's."""
     from heads.presets import preset as load_preset

@@ -97,7 +97,7 @@ def register(sub) -> None:
     from heads.plan import DEFAULT_GPU, DEFAULT_MFU, GPUS
 
     p = sub.add_parser("plan", help="what a preset's DAG costs: runs, FLOPs, GPU-hours, memory, disk")
-    p.add_argument("--preset", default="tiny", help="smoke | tiny | paper (default tiny)")
+    p.add_argument("--preset", default="tiny", help="smoke | tiny | small | paper (default tiny)")
     p.add_argument("--gpu", default=DEFAULT_GPU,
                    help=f"GPU class for GPU-hours and memory fit: {', '.join(GPUS)} (default {DEFAULT_GPU})")
     p.add_argument("--mfu", type=float, default=DEFAULT_MFU,

@@ -1,4 +1,4 @@
-"""Scale presets, one YAML data file each (``smoke.yaml``, ``tiny.yaml``, ``paper.yaml`` beside this module):
+"""Scale presets, one YAML data file each (``smoke.yaml``, ``tiny.yaml``, ``small.yaml``, ``paper.yaml`` here):
 ``tasks`` (each task's run configuration) for ``heads train --preset`` and every run of the DAG, and ``seeds``
 for the DAG. Each replication's own settings per preset live in its folder (``replications/<name>/settings.yaml``)."""
 
