@@ -540,6 +540,10 @@ def test_effects_are_the_claimed_quantities(tree_root):
     assert cpu.per_seed == pytest.approx(ratio.per_seed, rel=1e-3)
     assert all(r.record["cpu_time_to_target"] == pytest.approx(0.9 * r.record["time_to_target"], rel=1e-3)
                for r in tree.select("lm", **BASE))
+    # early throughput on CPU seconds: tokens over CPU time at the end of the early window (10 % of 400 steps)
+    for r in tree.select("lm", **BASE):
+        at = next(m for m in r.metrics if m["step"] == 40)
+        assert r.record["cpu_tokens_per_s_early"] == pytest.approx(at["tokens"] / at["train_cpu_seconds"])
 
 
 def test_malformed_analyses_do_not_crash_the_report(tmp_path, capsys):

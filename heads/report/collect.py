@@ -36,7 +36,7 @@ COLUMNS = [
     "task", "variant", "strategy", "ratio", "seed", "status", "failed", "message", "path",
     "metric", "value", "final_val_loss", "steps", "tokens", "train_seconds", "flops", "flops_per_token",
     "heads", "heads_full", "heads_removed_share", "params", "late_improvement", "over_trivial", "tokens_per_s",
-    "tokens_per_s_early", "peak_mem_mb", "optimizer_mb_ratio", "moments_per_param",
+    "tokens_per_s_early", "cpu_tokens_per_s_early", "peak_mem_mb", "optimizer_mb_ratio", "moments_per_param",
     "attention_dropout", "redundancy_ratio", "redundancy_threshold", "max_similarity", "prune_events",
     "target", "time_to_target", "steps_to_target", "reached", "time_to_target_or_total", "steps_to_target_or_total",
     "train_cpu_seconds", "cpu_time_to_target", "cpu_time_to_target_or_total",
@@ -167,6 +167,16 @@ def late_improvement(metrics: list[dict]) -> float | None:
     return (half[1] - final) / final
 
 
+def _cpu_rate(metrics: list[dict], upto: int) -> float | None:
+    """Tokens per CPU second over the steps up to ``upto`` (the last record there): throughput on the clock that
+    jobs beside the run move less than its wall-clock; None for runs that logged no CPU time."""
+    records = [r for r in metrics if isinstance(r.get("step"), int) and 0 < r["step"] <= upto]
+    last = records[-1] if records else None
+    cpu = _num(last.get("train_cpu_seconds")) if last else None
+    tokens = _num(last.get("tokens")) if last else None
+    return tokens / cpu if cpu and tokens else None
+
+
 def _memory_at_prune(run: Run) -> dict[str, float | None]:
     """Around the run's first prune after step 0: optimizer-state bytes after / before, and moment bytes per
     parameter byte after it (AdamW keeps two: more means stale moments of removed heads were kept). From the
@@ -241,6 +251,7 @@ def _record(run: Run, metric: str | None, root: Path) -> dict:
     record["tokens_per_s"] = _mean([v for _, v in rates if v is not None])
     early = _early_window(run)
     record["tokens_per_s_early"] = _mean([v for step, v in rates if v is not None and step <= early])
+    record["cpu_tokens_per_s_early"] = _cpu_rate(metrics, early)
     mems = [_num(r.get("peak_mem_mb")) for r in metrics]
     record["peak_mem_mb"] = max([m for m in mems if m is not None], default=None)
     record.update(_memory_at_prune(run))
