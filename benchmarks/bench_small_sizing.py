@@ -217,7 +217,7 @@ def _final(rows: list[dict], name: str) -> dict:
     return {"loss": loss, "scored": scored}
 
 
-def summary_markdown(rows: list[dict], runs: Path, jobs: int) -> str:
+def summary_markdown(rows: list[dict], runs: Path, jobs: int, notes: list[str] = ()) -> str:
     """``sizing.md``: per candidate what it reached in its budget, and the lm convergence rule between S and 2S
     (decided only where both runs finished all their steps)."""
     import torch
@@ -226,6 +226,7 @@ def summary_markdown(rows: list[dict], runs: Path, jobs: int) -> str:
              f"Measured by `benchmarks/bench_small_sizing.py` on {os.cpu_count()} CPU cores, one torch thread per "
              f"candidate, torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()} kernels); {jobs} "
              "candidate(s) at a time. Curves: `sizing.csv`, `sizing.png`.", "",
+             *[line for note in notes for line in (note, "")],
              "| candidate | task | status | steps | training min | final val loss | metric at the last scored step |",
              "|---|---|---|--:|--:|--:|---|"]
     finals, statuses = {}, {}
@@ -277,6 +278,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--runs", type=Path, default=ROOT / "results/small/sizing_runs", help="run folders (ignored)")
     p.add_argument("--data-root", default="resources/data")
     p.add_argument("--out", type=Path, default=ROOT / "results/small/sizing.csv")
+    p.add_argument("--note", action="append", default=[],
+                   help="a line for sizing.md on the conditions of the measurement (repeatable)")
     args = p.parse_args(argv)
     names = args.candidates or [n for n, (t, _) in CANDIDATES.items() if t in args.task]
     unknown = sorted(set(names) - set(CANDIDATES))
@@ -293,7 +296,7 @@ def main(argv: list[str] | None = None) -> None:
         w.writerows({k: r.get(k, "") for k in FIELDS} for r in rows)
     if rows:
         figure(rows, args.out.with_suffix(".png"))
-        args.out.with_suffix(".md").write_text(summary_markdown(rows, args.runs, args.jobs))
+        args.out.with_suffix(".md").write_text(summary_markdown(rows, args.runs, args.jobs, args.note))
     for t in trained:
         print(f"{t['candidate']}: {t['status']} in {t['seconds'] / 60:.1f} min"
               + (f"\n{t['message']}" if t.get("message") else ""), file=sys.stderr)
