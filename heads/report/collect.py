@@ -24,7 +24,7 @@ from heads.examples import ExampleValues
 from heads.metrics import TASK_METRIC
 from heads.metrics import higher_is_better as metric_higher_is_better
 from heads.report.sites import site_kind
-from heads.report.targets import DEFAULT_TOL, first_reaching, target_loss, to_target
+from heads.report.targets import DEFAULT_TOL, first_reaching, target_loss
 from heads.sheet import fmt_ratio
 
 # Derived measures of the report where larger is better (the metrics' own directions: heads.metrics).
@@ -505,13 +505,14 @@ def removed_by_kind(layout: Any, full: Mapping | None) -> dict:
 def reach_fields(run: Run, target: float | None) -> dict:
     """``target``, ``time_to_target``/``steps_to_target`` (None if never), ``reached`` and the
     ``*_or_total`` fallbacks (the run's total time or steps when it never reached the target)."""
-    seconds, step = to_target(run.metrics, target) if run.metrics else (None, None)
+    # the first record at the target, found once: its wall-clock and CPU seconds (runs since train_cpu_seconds
+    # was logged; the clock other jobs move less) and its step
+    hit = first_reaching(run.metrics, target) if run.metrics and target is not None else None
+    seconds, step = (hit.get("train_seconds"), hit.get("step")) if hit else (None, None)
     reached = None if target is None or not run.metrics else seconds is not None
     total_s = run.record.get("train_seconds")
     total_steps = run.record.get("steps")
-    # CPU seconds of the same steps (runs since train_cpu_seconds was logged): the clock other jobs move less
-    hit = first_reaching(run.metrics, target) if reached else None
-    cpu = _num(hit.get("train_cpu_seconds")) if hit else None
+    cpu = _num(hit.get("train_cpu_seconds")) if reached else None
     total_cpu = run.record.get("train_cpu_seconds")
     return {
         "target": target,

@@ -21,15 +21,3 @@ def first_reaching(metrics: Sequence[Mapping], target: float, key: str = "val_lo
         if value is not None and value <= target:
             return record
     return None
-
-
-def to_target(
-    metrics: Sequence[Mapping], target: float | None, key: str = "val_loss"
-) -> tuple[float | None, int | None]:
-    """``(train_seconds, step)`` at which ``key`` first reaches ``target``; ``(None, None)`` if never."""
-    if target is None:
-        return None, None
-    hit = first_reaching(metrics, target, key)
-    if hit is None:
-        return None, None
-    return hit.get("train_seconds"), hit.get("step")
