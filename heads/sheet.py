@@ -155,14 +155,17 @@ class Sheet:
 
 def build(root: str | Path, dag: Mapping[str, Any], names: Iterable[str] | None = None,
           extra: Mapping[str, Iterable[RunSpec]] | None = None) -> Sheet:
-    """The sheet of one preset: each replication's ``runs.py`` over its settings in ``dag`` (plus ``extra``
-    entries per replication, e.g. a user's own strategies), checked."""
+    """The sheet of one preset: each replication's ``runs.py`` over its settings in ``dag`` and seeds (its
+    settings' ``seeds`` where given, else the preset's), plus ``extra`` entries per replication (e.g. a user's
+    own strategies), checked."""
     root = Path(root)
     declared: dict[str, list[RunSpec]] = {}
     for name in names if names is not None else replications(root):
         if name not in dag:
             raise SheetError(f"replication {name!r} has no settings in this preset's dag (keys: {sorted(dag)})")
-        declared[name] = list(load_replication(root / name).runs(dag[name], list(dag["seeds"])))
+        # a replication's own ``seeds`` (cheap post-hoc analyses can afford more) replace the preset's
+        seeds = list(dag[name].get("seeds", dag["seeds"]))
+        declared[name] = list(load_replication(root / name).runs(dag[name], seeds))
     for name, entries in (extra or {}).items():
         declared.setdefault(name, []).extend(entries)
     runs = check([_with_task_config(e, (dag.get("tasks") or {}).get(e.task)) for entries in declared.values()

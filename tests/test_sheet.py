@@ -128,3 +128,11 @@ def test_a_users_task_config_lies_under_every_run_of_that_task_and_its_own_keys_
     assert all(e == plain[e.label] for e in analyses)  # they read their run's config.json
     line = command_line(lm_train[0], "runs", "smoke", "data", 1)
     assert "model.source=my/bert" in line and "data.columns.text_a=sentence1" in line
+
+
+def test_a_replications_own_seeds_replace_the_presets_for_its_runs_only():
+    dag = {**DAG["tiny"], "michel2019": {**DAG["tiny"]["michel2019"], "seeds": [0, 1, 2, 3, 4]}}
+    sheet = build(ROOT / "replications", dag)
+    michel = {sheet[label].seed for label in sheet.of["michel2019"]}
+    others = {sheet[label].seed for label in sheet.of["voita2019"]}
+    assert michel == {0, 1, 2, 3, 4} and others == set(DAG["tiny"]["seeds"])
