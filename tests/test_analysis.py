@@ -211,3 +211,15 @@ def test_rare_token_share_against_the_attention_maps_themselves():
     marian = build("marian")
     rare = head_roles(marian, [batch_for("marian")], token_counts([batch_for("marian")], 256))
     assert {s.kind for s in sites(marian) if rare[s.name]["rare"] is not None} == {"self"}
+
+
+def test_redundancy_command_writes_one_row_per_definition(saved, cli, tmp_path, capsys):
+    out = tmp_path / "redundancy.json"
+    assert cli(["redundancy", str(saved["full"]), "--task", "lm", "--preset", "smoke", saved["data"], "--batches", "2",
+                "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert [r["pooling"] for r in result["rows"]] == ["token", "mean"] and result["batches"] == 2
+    assert all(0.0 <= r["redundancy_ratio"] <= 1.0 and r["threshold"] == 0.85 for r in result["rows"])
+    assert "environment" in result and "redundant" in capsys.readouterr().out
+    with pytest.raises(SystemExit):  # a cosine threshold outside (0, 1] is refused before anything loads
+        cli(["redundancy", str(saved["full"]), "--task", "lm", "--preset", "smoke", "--threshold", "1.5"])

@@ -8,6 +8,7 @@ import argparse
 import csv
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -150,6 +151,19 @@ def make_tree(root: Path) -> Path:
                                {"step": 40, "event": "prune", "removed": {LM_SITES[1]: [0, 3]},
                                 "reason": "dropout regime", "heads": 6},
                                {"step": 40, "event": "dropout", "attention": 0.1, "residual": 0.0}], **lm)
+        # A3: a grouped-query variant and a narrower model, each pruned post hoc, and every model's redundancy
+        for arm, factor, cost in (("base-kv2", 1.01, 0.05 + 0.004 * s), ("narrow-mha", 1.2, 0.08 + 0.003 * s)):
+            _train_run(runs, "lm", f"gqa/{arm}/0.0", s, value=math.exp(base) * factor, final=base + 0.01,
+                       sec_per_step=0.04, heads=8, params=90_000, **lm)
+            _posthoc(runs, "lm", f"posthoc_gqa/{arm}/0.5", s, "perplexity", math.exp(base) * factor * (1 + cost),
+                     LM_SITES)
+        for arm, (token, mean) in {"base-mha": (0.0, 0.3 + 0.02 * s), "base-kv2": (0.0, 0.1 + 0.01 * s),
+                                   "narrow-mha": (0.0, 0.2)}.items():
+            _write(runs / "lm" / "analysis" / "redundancy" / arm / f"seed{s}.json", {"rows": [
+                {"pooling": "token", "space": "value", "threshold": 0.85, "unit": "head", "redundancy_ratio": token,
+                 "max_similarity": 0.5},
+                {"pooling": "mean", "space": "value", "threshold": 0.85, "unit": "group" if "kv" in arm else "head",
+                 "redundancy_ratio": mean, "max_similarity": 0.95}]})
         mt = dict(metric="bleu", sites=MT_SITES)
         bleu = 10.0 + 0.2 * s
         _train_run(runs, "mt", "baseline/none/0.0", s, value=bleu, final=4.0, sec_per_step=0.1, heads=24,
@@ -181,7 +195,7 @@ def make_tree(root: Path) -> Path:
 
 def _knob(arm: str) -> float | None:
     """The number this synthetic sheet declares an arm with (lam0.01 -> 0.01, dropout0.25 -> 0.25, step100 -> 100)."""
-    for prefix in ("l0lam", "lam", "dropout", "step"):
+    for prefix in ("l0lam", "lam", "dropout", "step", "base-kv", "narrow-kv"):
         if arm.startswith(prefix):
             return float(arm[len(prefix):])
     return None
@@ -207,7 +221,9 @@ def stamp(runs: Path) -> None:
             task, variant, arm, ratio, seed = rel[0], rel[1], rel[2], rel[3], int(rel[4][4:])
             if "model_type" in data:
                 continue  # a pruned model's own config
-            source = f"{task}/l0/{arm[2:]}/0.0/seed{seed}" if arm.startswith("l0lam") else None
+            source = {"posthoc": f"{task}/baseline/none/0.0/seed{seed}",
+                      "posthoc_gqa": f"{task}/gqa/{arm}/0.0/seed{seed}"}.get(variant)
+            source = f"{task}/l0/{arm[2:]}/0.0/seed{seed}" if arm.startswith("l0lam") else source
             ident = {"label": "/".join(rel[:5]), "kind": "run", "task": task, "seed": seed, "variant": variant,
                      "arm": arm, "ratio": float(ratio), "knob": _knob(arm), "from_run": source}
         else:
@@ -415,8 +431,8 @@ def test_claims_ledger(tree_root, tmp_path, capsys):
     assert "above word overlap alone: mean 0.19" in verdict["B3-cls-random"]["precondition"]
     assert "equivalence" in verdict["C1-mt-cost"]["method"] and "within" in verdict["C1-mt-cost"]["condition"]
     # the synthetic LM baseline still improves by ~3.6 % over its last half: no claim on trained LMs applies
-    for claim in ("A1-lm", "A2-lm", "A2-lm-ft", "A2-lm-uniform", "D2-lm", "D2-lm-keep", "D3-lm-loss",
-                  "D4-lm-collapse"):
+    for claim in ("A1-lm", "A2-lm", "A2-lm-ft", "A2-lm-uniform", "A3-gqa-redundancy", "A3-gqa-cost", "A3-size",
+                  "D2-lm", "D2-lm-keep", "D3-lm-loss", "D4-lm-collapse"):
         row = verdict[claim]
         assert row["verdict"] == "not tested at this scale", (claim, row)
         assert row["precondition"].startswith("not met: LM baseline's validation-loss fall"), row
@@ -439,7 +455,7 @@ def test_claims_ledger(tree_root, tmp_path, capsys):
     assert verdict["D3-lm-time"]["n_seeds"] == "2"
     assert verdict["B3-mt-similarity"]["verdict"] == "inconclusive"
     assert "missing inputs: mt: no analysis/curve/similarity/" in verdict["B3-mt-similarity"]["note"]
-    for claim in ("A3", "D7", "D8-lm-batch"):
+    for claim in ("D7", "D8-lm-batch"):
         assert verdict[claim]["verdict"] == "not tested at this scale" and verdict[claim]["note"], claim
     assert float(verdict["D1-lm"]["ci_low"]) <= float(verdict["D1-lm"]["effect"]) <= float(verdict["D1-lm"]["ci_high"])
     md = (out / "CLAIMS.md").read_text()
@@ -727,3 +743,30 @@ def test_claims_on_an_evaluation_metric_count_the_examples_sampling(tmp_path):
     (runs / "cls" / "posthoc" / "importance" / "0.5" / "seed2" / "examples.json").unlink()
     fallback = evaluate(claim, RunTree(runs))
     assert fallback.verdict == "inconclusive" and not fallback.estimate.examples
+
+
+def test_a3_compares_what_pruning_costs_each_model_and_their_redundancy(tree_root):
+    """value_change is a pruned run's metric against the run it starts from (its sheet's from_run), so A3 can
+    compare the cost of pruning a grouped-query or narrower model with the full model's; redundancy reads
+    ``heads redundancy`` under the pooling the claim names."""
+    tree = RunTree(tree_root)
+    for r in tree.select("lm", "posthoc", "importance", 0.5):
+        assert r.record["value_change"] == pytest.approx(0.01 + 0.002 * r.seed)
+    assert all(r.record["value_change"] is None for r in tree.select("lm", **BASE))  # starts from nothing
+    claims = {c.id: c for c in load_all(REPLICATIONS)}
+    bare = {"requires": ()}  # the synthetic LM is not converged: judge the effects themselves here
+    cost = evaluate(replace(claims["A3-gqa-cost"], **bare), tree)
+    assert cost.per_seed == pytest.approx({s: 0.04 + 0.002 * s for s in SEEDS}) and cost.verdict == "supported"
+    size = evaluate(replace(claims["A3-size"], **bare), tree)
+    assert size.per_seed == pytest.approx({s: 0.07 + 0.001 * s for s in SEEDS}) and size.verdict == "supported"
+    redundancy = evaluate(replace(claims["A3-gqa-redundancy"], **bare), tree)
+    assert redundancy.per_seed == pytest.approx({s: -0.2 - 0.01 * s for s in SEEDS})
+    assert redundancy.verdict == "supported" and "picked base-kv2" in redundancy.note
+    token = evaluate(_claim(kind="value", a={"from": "redundancy", "arm": "base-mha", "measure": "redundancy_ratio",
+                                             "pooling": "token"}), tree)
+    assert token.per_seed == {0: 0.0, 1: 0.0, 2: 0.0}
+    # the precondition on redundancy reads the same analysis: 0.3-0.34 of the full model's heads, so it holds
+    from heads.report.claims import check_preconditions
+    text, blocked = check_preconditions(replace(claims["A3-gqa-redundancy"],
+                                                requires=claims["A3-gqa-redundancy"].requires[1:]), tree)
+    assert blocked is None and text.startswith("met: share of the LM baseline's heads that are redundant"), text

@@ -463,3 +463,29 @@ def test_mean_pooled_similarity_is_the_reports_definition_computed_independently
     with pytest.raises(ValueError, match="pooling"):
         similarity_matrices(model, batches, SimilarityParams(pooling="max"))
     assert compute_scores("similarity", model, batches, pooling="mean").keys() == mean.keys()
+
+
+def test_redundancy_reports_every_definition_and_compares_whole_groups_in_a_grouped_query_model():
+    from heads.analysis.redundancy import redundancy
+
+    model = toy("llama")
+    for site in sites(model):
+        duplicate(model, site, 0, 3)
+    batches = batches_for("llama")
+    rows = redundancy(model, batches, poolings=("token", "mean"))
+    assert [r["pooling"] for r in rows] == ["token", "mean"] and all(r["unit"] == "head" for r in rows)
+    for r in rows:  # the copies are redundant under either definition, and counted per site
+        assert r["redundancy_ratio"] >= 0.5 and r["max_similarity"] == pytest.approx(1.0, abs=1e-5)
+        assert all(s["units"] == 4 and s["redundant"] >= 2 for s in r["sites"].values())
+    # a grouped-query model: two heads sharing values look alike by construction; its units are the groups
+    gqa = toy("llama", kv_heads=2)
+    duplicate(gqa, sites(gqa)[0], 0, 1)  # a duplicate inside one group: no longer a pair of units
+    (row,) = redundancy(gqa, batches, poolings=("token",))
+    assert row["unit"] == "group" and all(s["units"] == 2 for s in row["sites"].values())
+    assert row["max_similarity"] < 0.99
+    # stratified by domain: a head is redundant only if it is in every domain, each domain's ratio kept
+    (strat,) = redundancy(model, {"a": batches[:1], "b": batches[1:]}, poolings=("token",))
+    assert set(strat["domains"]) == {"a", "b"} and strat["redundancy_ratio"] <= min(
+        d["redundancy_ratio"] for d in strat["domains"].values())
+    with pytest.raises(ValueError, match="threshold"):
+        redundancy(model, batches, threshold=0.0)

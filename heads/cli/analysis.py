@@ -1,5 +1,6 @@
-"""``heads speed`` (measured inference speed of pruned copies), ``heads roles`` (Voita's head roles) and
-``heads trivial`` (what a task's trivial baselines reach)."""
+"""``heads speed`` (measured inference speed of pruned copies), ``heads roles`` (Voita's head roles),
+``heads redundancy`` (the share of redundant heads under each similarity definition) and ``heads trivial`` (what
+a task's trivial baselines reach)."""
 
 from __future__ import annotations
 
@@ -197,6 +198,27 @@ def cmd_roles(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_redundancy(args: argparse.Namespace) -> int:
+    from heads.analysis.redundancy import redundancy
+    from heads.io import write_json
+
+    if not 0.0 < args.threshold <= 1.0:
+        raise fail(f"redundancy: --threshold is a cosine in (0, 1], got {args.threshold}")
+    check_out_file(args.out)
+    loaded = load_for_task(args, head=False)
+    batches = scoring_batches(loaded, args.split, args.batches)
+    with loaded.placement.autocast():
+        rows = redundancy(loaded.model, batches, poolings=args.pooling, space=args.space, threshold=args.threshold)
+    result = {"source": str(args.source), "split": args.split, "batches": len(batches), "rows": rows}
+    if args.out:
+        write_json(args.out, with_identity(args, with_environment(result, loaded.model)))
+    for r in rows:
+        near = "-" if r["max_similarity"] is None else f"{r['max_similarity']:.3f}"
+        print(f"{r['pooling']:<6} {r['space']:<8} redundant {r['redundancy_ratio']:.3f} of {r['unit']}s above cosine "
+              f"{r['threshold']:g}; most alike pair {near}")
+    return 0
+
+
 def register(sub) -> None:
     p = sub.add_parser("speed", help="measured inference examples/s of pruned copies at several ratios and batch sizes")
     p.add_argument("source", help="run folder (its config applies), model folder (with --task) or minilm")
@@ -251,3 +273,19 @@ def register(sub) -> None:
     p.add_argument("--out", type=Path, help="write the result JSON here")
     add_identity_option(p)
     p.set_defaults(func=cmd_roles)
+
+    p = sub.add_parser("redundancy",
+                       help="share of heads with a near-duplicate in their site, per similarity definition")
+    p.add_argument("source", help="run folder (its config applies), model folder (with --task) or minilm")
+    add_run_options(p, required=False)
+    p.add_argument("--split", default="validation")
+    p.add_argument("--batches", type=int, default=4, help="number of batches (default 4)")
+    p.add_argument("--threshold", type=float, default=0.85,
+                   help="cosine above which a head is redundant (default 0.85)")
+    p.add_argument("--pooling", nargs="+", default=["token", "mean"], choices=["token", "mean"],
+                   help="similarity per token, or of sequence-mean outputs (the report's); default both")
+    p.add_argument("--space", default="value", choices=["value", "residual"],
+                   help="head outputs before (value) or after (residual) the output projection (default value)")
+    p.add_argument("--out", type=Path, help="write the result JSON here")
+    add_identity_option(p)
+    p.set_defaults(func=cmd_redundancy)

@@ -47,7 +47,7 @@ def resolve_source(source: str) -> Path:
 
 def add_run_options(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--task", required=required, help="lm | mt | cls | cls_hard | coherence (heads list shows all)")
-    p.add_argument("--preset", default="tiny", help="smoke | tiny | paper (default tiny)")
+    p.add_argument("--preset", default="tiny", help="smoke | tiny | small | paper (default tiny)")
     p.add_argument("--config", type=Path, help="YAML/JSON config file applied over the preset")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. train.lr=3e-4 data.root=resources/data")
 

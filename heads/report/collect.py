@@ -21,7 +21,7 @@ from typing import Any
 
 from heads.examples import FILE as EXAMPLES_FILE
 from heads.examples import ExampleValues
-from heads.metrics import TASK_METRIC
+from heads.metrics import TASK_METRIC, retained_defined
 from heads.metrics import higher_is_better as metric_higher_is_better
 from heads.report.sites import site_kind
 from heads.report.targets import DEFAULT_TOL, first_reaching, target_loss
@@ -39,7 +39,7 @@ COLUMNS = [
     "tokens_per_s_early", "cpu_tokens_per_s_early", "peak_mem_mb", "optimizer_mb_ratio", "moments_per_param",
     "attention_dropout", "redundancy_ratio", "redundancy_threshold", "max_similarity", "prune_events",
     "target", "time_to_target", "steps_to_target", "reached", "time_to_target_or_total", "steps_to_target_or_total",
-    "train_cpu_seconds", "cpu_time_to_target", "cpu_time_to_target_or_total",
+    "train_cpu_seconds", "cpu_time_to_target", "cpu_time_to_target_or_total", "value_change",
 ]
 
 
@@ -110,6 +110,7 @@ class Run:
     path: Path  # the run folder
     knob: float | None = None  # the number that orders arms (a penalty, a dropout rate), from the sheet
     method: str | None = None  # the registered strategy that ran (dropout_regime, l0, scratch, posthoc, ...)
+    from_run: str | None = None  # the label of the run it starts from (a pruned model's source), from the sheet
     status: str = "incomplete"
     message: str | None = None
     summary: dict = field(default_factory=dict)
@@ -326,12 +327,14 @@ class RunTree:
             if method is None and isinstance(config, dict) and isinstance(config.get("strategy"), dict):
                 method = config["strategy"].get("name")
             run = Run(task, str(ident.get("variant")), str(ident.get("arm")), ratio, fmt_ratio(ratio),
-                      int(ident["seed"]), folder, number(ident.get("knob")), method)
+                      int(ident["seed"]), folder, number(ident.get("knob")), method,
+                      str(ident["from_run"]) if ident.get("from_run") else None)
             _load(run, summary, why)
             runs.append(run)
         metric = {t: self.metric(t, runs) for t in {r.task for r in runs}}
         for run in runs:
             run.record = _record(run, metric[run.task], self.root)
+        self._value_change(runs)
         for task in sorted(metric):
             self._targets(task, [r for r in runs if r.task == task])
             self._over_trivial(task, [r for r in runs if r.task == task])
@@ -389,6 +392,19 @@ class RunTree:
             h, h0 = run.record.get("heads"), run.record.get("heads_full")
             run.record["heads_removed_share"] = 1 - h / h0 if h is not None and h0 else None
             run.record.update(removed_by_kind(run.summary.get("head_layout"), full_layout))
+
+    def _value_change(self, runs: list[Run]) -> None:
+        """``value_change``: a run's metric relative to the run it starts from, ``(value - source) / |source|``
+        (what pruning a model cost it; A3 compares that cost across models). None where either is missing."""
+        by_label = {r.path.relative_to(self.root).as_posix(): r for r in runs}
+        for run in runs:
+            source = by_label.get(run.from_run or "")
+            v = run.record.get("value")
+            v0 = source.record.get("value") if source is not None and not source.failed else None
+            ok = not run.failed and v is not None and v0 is not None and v0 != 0
+            # a relative change of a model that scores almost nothing is noise over noise, as a retained share is
+            ok = ok and retained_defined(str(run.record.get("metric") or ""), v0)
+            run.record["value_change"] = (v - v0) / abs(v0) if ok else None
 
     def _over_trivial(self, task: str, runs: list[Run]) -> None:
         """``over_trivial``: a run's metric minus the best trivial baseline of its task on the same seed's
@@ -456,6 +472,19 @@ class RunTree:
         out = {}
         for seed, data in sorted(self._arms(task, "speed").get("none", {}).items()):
             rows = data.get("rows") if isinstance(data, dict) else None
+            if isinstance(rows, list):
+                out[seed] = [r for r in rows if isinstance(r, dict)]
+        return out
+
+    def redundancy_arms(self, task: str) -> list[str]:
+        return sorted(self._arms(task, "redundancy"))
+
+    def redundancy(self, task: str, arm: str) -> dict[int, list[dict]]:
+        """``{seed: [rows]}`` of the redundancy analyses of arm ``arm`` (``heads redundancy``: one row per
+        similarity definition)."""
+        out = {}
+        for seed, data in self._per_seed(task, "redundancy", arm, lambda d: isinstance(d, dict)).items():
+            rows = data.get("rows")
             if isinstance(rows, list):
                 out[seed] = [r for r in rows if isinstance(r, dict)]
         return out

@@ -16,6 +16,7 @@ from heads.report.tables import (
     ablation_table,
     curve_at_table,
     curve_table,
+    gqa_table,
     l0_table,
     pruned_vs_scratch_table,
     redundancy_table,
@@ -288,11 +289,40 @@ def redundancy_figure(tree: RunTree, path: Path) -> Path:
     return _save(plt, fig, path)
 
 
+def gqa_figure(tree: RunTree, path: Path) -> Path:
+    """A3: per model, the share of redundant units under both definitions, and what pruning cost it."""
+    rows = records(gqa_table(tree))
+    tasks = _by(rows, "task")
+    plt, fig, axes = _panels(list(tasks), "Grouped-query attention and size: redundancy and pruning cost", rows=2)
+    if not tasks:
+        axes[1][0].set_axis_off()
+    for i, (task, trows) in enumerate(tasks.items()):
+        x = range(len(trows))
+        names = [r["model"] for r in trows]
+        left, right = axes[0][i], axes[1][i]
+        for k, (key, label) in enumerate((("redundancy_token", "per token"), ("redundancy_mean", "sequence mean"))):
+            left.bar([i + (k - 0.5) * 0.4 for i in x], [r[key] or 0.0 for r in trows], width=0.4,
+                     color=PALETTE[k], label=label)
+        left.plot(list(x), [r["max_similarity_mean"] if r["max_similarity_mean"] is not None else float("nan")
+                            for r in trows], "o", color=PALETTE[3], label="most alike pair (sequence mean)")
+        left.axhline(0.85, color=PALETTE[7], linestyle="--", linewidth=1, label="threshold 0.85")
+        left.set_xticks(list(x), names, rotation=30, ha="right")
+        left.set(title=f"{task}: redundant units", ylabel="share / cosine", ylim=(0, 1))
+        left.legend(loc="best", fontsize=7)
+        cost = [r["value_change"] if r["value_change"] is not None else float("nan") for r in trows]
+        right.bar(list(x), cost, yerr=_err(trows, m="value_change"), capsize=3, color=PALETTE[2])
+        right.set_xticks(list(x), names, rotation=30, ha="right")
+        ratio = next((r["pruned_ratio"] for r in trows if r["pruned_ratio"] is not None), None)
+        right.set(title=f"{task}: cost of pruning {ratio:g} post hoc" if ratio is not None else task,
+                  ylabel="relative change of the metric (95 % CI)")
+    return _save(plt, fig, path)
+
+
 # Every figure by name; a replication lists the ones it renders in replications/<name>/report.yaml.
 FIGURES: dict[str, Callable[[RunTree, Path], Path]] = {
     "curves": curves_figure, "ablation": ablation_figure, "curve_at": curve_at_figure, "speed": speed_figure,
     "l0": l0_figure, "roles": roles_figure,
     "pruned_vs_scratch": pruned_vs_scratch_figure,
     "quality_vs_time": quality_vs_time_figure, "time_to_target": time_to_target_figure,
-    "redundancy": redundancy_figure,
+    "redundancy": redundancy_figure, "gqa": gqa_figure,
 }

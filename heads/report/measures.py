@@ -19,7 +19,7 @@ from heads.metrics import retained_defined
 from heads.report.collect import Run, RunTree, higher_is_better, number, reach_fields
 from heads.report.sites import site_kind
 
-SOURCES = ("run", "ablation", "all_but_one", "curve", "curve_at", "speed", "roles")
+SOURCES = ("run", "ablation", "all_but_one", "curve", "curve_at", "speed", "roles", "redundancy")
 MEASURES = {
     "ablation": ("significant_share", "significant_count", "mean_delta_loss"),
     "all_but_one": ("harmless_share", "mean_delta", "max_delta"),
@@ -27,6 +27,7 @@ MEASURES = {
     "curve_at": ("area", "retained", "value", "removable", "step"),
     "speed": ("speedup", "cpu_speedup", "examples_per_s"),
     "roles": ("kept_minus_pruned", "kept_mean", "pruned_mean"),
+    "redundancy": ("redundancy_ratio", "max_similarity"),
 }
 KEYS = {
     "run": {"variant", "strategy", "ratio", "field", "pick", "target", "pruned"},
@@ -36,6 +37,7 @@ KEYS = {
     "curve_at": {"step", "measure", "field", "ratio", "upto", "budget"},
     "speed": {"measure", "ratio", "batch"},
     "roles": {"lam", "pick", "measure", "field", "site_kind"},
+    "redundancy": {"arm", "pick", "measure", "pooling", "space"},
 }
 TTT_FIELDS = {"time_to_target", "steps_to_target", "cpu_time_to_target"}
 
@@ -88,7 +90,7 @@ def measure(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     """Evaluate one (checked) selector against the run tree."""
     source = sel.get("from", "run")
     return {"run": _run, "ablation": _ablation, "all_but_one": _all_but_one, "curve": _curve, "curve_at": _curve,
-            "speed": _speed, "roles": _roles}[source](tree, sel)
+            "speed": _speed, "roles": _roles, "redundancy": _redundancy}[source](tree, sel)
 
 
 # -- runs ----------------------------------------------------------------------------------------------
@@ -491,4 +493,31 @@ def _roles(tree: RunTree, sel: Mapping[str, Any]) -> Series:
                        f"{task}: no analysis/roles/{lams[0]}/seed*.json", fn)
     if lams[0] != lam:
         series.notes.append(f"picked {lams[0]}")
+    return series
+
+
+# -- redundancy ----------------------------------------------------------------------------------------
+def _redundancy(tree: RunTree, sel: Mapping[str, Any]) -> Series:
+    """A model's share of redundant heads (or its most alike pair) under one similarity definition
+    (``pooling``: token | mean, the report's; ``space``: value | residual), from ``heads redundancy``. ``arm`` may
+    be a glob narrowed by ``pick`` ({arm: min|max} by the arm's knob: a grouped-query model's key/value heads)."""
+    task, how, arm = sel["task"], sel["measure"], str(sel.get("arm", "base-mha"))
+    pooling, space = str(sel.get("pooling", "mean")), str(sel.get("space", "value"))
+    arms = [name for name in tree.redundancy_arms(task) if fnmatch.fnmatchcase(name, arm)]
+    arms = [g[0] for g in _pick([(n,) for n in arms], ["arm"], sel.get("pick") or {},
+                                lambda g: tree.knob(task, "redundancy", g[0]))]
+    label = f"{task} redundancy {arm} {pooling}/{space} {how}"
+    if not arms:
+        return Series(label, missing=[f"{task}: no analysis/redundancy/{arm}/"])
+    if len(arms) > 1:
+        return Series(label, missing=[f"{task}: redundancy of {', '.join(arms)} match; name one or add pick"])
+
+    def fn(rows: list[dict]) -> float | None:
+        found = [r for r in rows if r.get("pooling") == pooling and r.get("space") == space]
+        return number(found[0].get(how)) if found else None
+
+    series = _per_seed(tree.redundancy(task, arms[0]), f"{task} redundancy {arms[0]} {pooling}/{space} {how}",
+                       f"{task}: no analysis/redundancy/{arms[0]}/seed*.json", fn)
+    if arms[0] != arm:
+        series.notes.append(f"picked {arms[0]}")
     return series

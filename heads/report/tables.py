@@ -7,7 +7,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 
 from heads.metrics import RANGE
-from heads.report.collect import Run, RunTree
+from heads.report.collect import BASELINE, Run, RunTree
 from heads.report.fmt import Table
 from heads.report.measures import curve_series, speed_of_seed, speed_row, speed_samples
 from heads.report.sites import site_kind, site_label, site_order
@@ -345,11 +345,49 @@ def redundancy_table(tree: RunTree) -> Table:
         "costs RNG time)."))
 
 
+def gqa_table(tree: RunTree) -> Table:
+    """A3: each model (the baseline, its grouped-query variants, a narrower one) beside its redundancy under
+    both similarity definitions and what post-hoc pruning cost it."""
+    cols = ["task", "model", "kv_heads", "n_seeds", "value", "redundancy_token", "redundancy_mean",
+            "max_similarity_mean", "pruned_ratio", "value_change", "ci_low", "ci_high"]
+    rows = []
+    for task in tree.tasks:
+        # the A3 ratio: where the grouped-query variants were pruned (the baseline's run at it is its pair)
+        ratios = sorted({r.ratio for r in tree.runs if r.task == task and r.variant == "posthoc_gqa"})
+        ratio = ratios[0] if ratios else None
+        def order(arm: str, task: str = task) -> tuple:  # the preset's size first, full attention before GQA
+            knob = tree.knob(task, "redundancy", arm)
+            return (not arm.startswith("base-"), knob is not None, -(knob or 0), arm)
+
+        for arm in sorted(tree.redundancy_arms(task), key=order):
+            trained = tree.select(task, **BASELINE) if arm == "base-mha" else tree.select(task, "gqa", arm, 0.0)
+            sources = {t.path.relative_to(tree.root).as_posix() for t in trained}
+            pruned = [r for r in tree.runs if r.task == task and r.from_run in sources and r.ratio == ratio
+                      and (r.variant == "posthoc_gqa" or (r.variant, r.strategy) == ("posthoc", "importance"))]
+
+            def red(pooling: str, key: str = "redundancy_ratio", arm: str = arm, task: str = task) -> float | None:
+                vals = [row.get(key) for rows in tree.redundancy(task, arm).values() for row in rows
+                        if row.get("pooling") == pooling and row.get("space") == "value"]
+                return mean([v for v in vals if isinstance(v, (int, float))])
+
+            knob = tree.knob(task, "redundancy", arm)
+            rows.append([task, arm, int(knob) if knob is not None else None, len(tree.redundancy(task, arm)),
+                         mean(_ok(trained, "value")), red("token"), red("mean"), red("mean", "max_similarity"),
+                         ratio, *ci(_ok(pruned, "value_change"))])
+    return Table("Grouped-query attention and size: redundancy and the cost of pruning", cols, rows, caption=(
+        "A3, per model (`base-mha` the baseline, `base-kvK` its grouped-query variants with K key/value heads, "
+        "`narrow-*` a narrower model with as many heads): the task metric; the share of redundant units (cosine "
+        "> 0.85 to another of its site; a grouped-query model's unit is its key/value group) per token and of "
+        "sequence-mean outputs (the report's definition), and the most alike pair under the latter; "
+        "`value_change`: the metric's relative change when pruned post hoc to `pruned_ratio` (means over "
+        "seeds, Student-t 95 % intervals)."))
+
+
 # Every table by name; a replication lists the ones it renders in replications/<name>/report.yaml.
 TABLES: dict[str, Callable[[RunTree], Table]] = {
     "ablation": ablation_table, "ablation_summary": ablation_summary_table, "all_but_one": all_but_one_table,
     "curve": curve_table, "curve_at": curve_at_table, "speed": speed_table,
     "l0": l0_table, "roles": roles_table,
     "pruned_vs_scratch": pruned_vs_scratch_table, "differences": differences_table,
-    "runs": training_runs_table, "redundancy": redundancy_table,
+    "runs": training_runs_table, "redundancy": redundancy_table, "gqa": gqa_table,
 }

@@ -41,8 +41,13 @@ def check_similarity(pooling: str, space: str) -> None:
         raise ConfigError(f"strategy.params.space: {space!r} is not one of ['residual', 'value']")
 
 
-def similarity_matrices(model: nn.Module, batches: Batches, params: SimilarityParams | None = None) -> Scores:
+def similarity_matrices(model: nn.Module, batches: Batches, params: SimilarityParams | None = None,
+                        groups: Mapping[str, int] | None = None) -> Scores:
     """Per site, [H, H] mean cosine similarity of head outputs over real query tokens of all batches.
+
+    ``groups`` (site -> query heads per key/value head): compare whole grouped-query groups instead, each the
+    concatenation of its heads' outputs, [G, G]: heads of one group share their values, so they look alike by
+    construction, and a group is what pruning a grouped-query model removes.
 
     Cosine is taken per token (between two heads' output vectors at the same
     position) and averaged over tokens, so long or loud tokens do not dominate
@@ -61,6 +66,9 @@ def similarity_matrices(model: nn.Module, batches: Batches, params: SimilarityPa
     tokens: dict[str, int] = {}
 
     def sink(name: str, x: torch.Tensor) -> None:
+        size = (groups or {}).get(name, 1)
+        if size > 1:  # [n, H, d] -> [n, G, size * d]: a group's heads side by side
+            x = x.reshape(x.shape[0], x.shape[1] // size, size * x.shape[2])
         unit = torch.nn.functional.normalize(x.double(), dim=-1)  # zero vectors stay zero
         sums[name] = sums.get(name, 0) + torch.einsum("nhd,ngd->hg", unit, unit).cpu()
         tokens[name] = tokens.get(name, 0) + x.shape[0]
@@ -70,7 +78,7 @@ def similarity_matrices(model: nn.Module, batches: Batches, params: SimilarityPa
         head_outputs(model, batches, sink, residual=params.space == "residual", pooled=params.pooling == "mean")
     out = {}
     for name, kept in layout.items():
-        h = len(kept)
+        h = len(kept) // (groups or {}).get(name, 1)
         out[name] = (sums[name] / max(tokens[name], 1)).float() if name in sums else torch.zeros(h, h)
     return out
 

@@ -1,13 +1,23 @@
-"""Over-provisioning: a baseline pruned post hoc (with and without a short fine-tune) vs fewer heads from scratch."""
+"""Over-provisioning: a baseline pruned post hoc (with and without a short fine-tune) vs fewer heads from scratch;
+and (A3) grouped-query and narrower models, their redundancy and what post-hoc pruning costs them."""
 
-from heads.sheet import RunSpec, baseline, run_label
+from heads.sheet import RunSpec, analysis_label, baseline, run_label
 
 REPLICATION = "overprovisioning"
 
 
+def _posthoc(task: str, source: str, variant: str, arm: str, ratio: float, seed: int, scorer: str,
+             knob: float | None = None) -> RunSpec:
+    """``source`` pruned by ``scorer`` to ``ratio``, evaluated (its ``value_change`` is what pruning cost it)."""
+    return RunSpec(run_label(task, variant, arm, ratio, seed), "prune", REPLICATION, task, seed, variant, arm, ratio,
+                   knob=knob, strategy="posthoc", params={"ratio": ratio, "scorer": scorer, "seed": seed},
+                   options={"evaluate": True}, paths={"source": source}, after=(source,))
+
+
 def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
     """Per task and seed: the baseline; per ratio, the pruned baseline, its fine-tune and a uniform scratch run;
-    per matched ratio, a scratch run at the exact layout the pruned baseline ended with."""
+    per matched ratio, a scratch run at the exact layout the pruned baseline ended with; with ``gqa``, the
+    grouped-query and narrow models of A3."""
     out = []
     scorer = settings["scorer"]
     for task, ratios in settings["ratios"].items():
@@ -17,9 +27,7 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
             for r in ratios:
                 pruned = run_label(task, "posthoc", scorer, r, seed)
                 out += [
-                    RunSpec(pruned, "prune", REPLICATION, task, seed, "posthoc", scorer, r, strategy="posthoc",
-                            params={"ratio": r, "scorer": scorer, "seed": seed}, options={"evaluate": True},
-                            paths={"source": base.label}, after=(base.label,)),
+                    _posthoc(task, base.label, "posthoc", scorer, r, seed, scorer),
                     RunSpec(run_label(task, "posthoc_ft", scorer, r, seed), "train", REPLICATION, task, seed,
                             "posthoc_ft", scorer, r,
                             config={"train": {"steps": settings["finetune_steps"], "warmup": 0,
@@ -33,4 +41,36 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                 out.append(RunSpec(run_label(task, "scratch", "matched", r, seed), "train", REPLICATION, task, seed,
                                    "scratch", "matched", r, strategy="scratch",
                                    paths={"strategy.params.layout_from": f"{pruned}/config.json"}, after=(pruned,)))
+    if settings.get("gqa"):
+        out += gqa_runs(settings["gqa"], seeds, scorer)
+    return out
+
+
+def gqa_runs(g: dict, seeds: list[int], scorer: str) -> list[RunSpec]:
+    """A3, per seed: the baseline (``base-mha``) and its grouped-query variants (``base-kv<K>``), a narrower model
+    with as many heads (``narrow-mha``) and its variants; each model's redundancy under both similarity
+    definitions, and each pruned post hoc to ``g["ratio"]`` (the baseline's own pruned run serves base-mha).
+    A variant's ``knob`` is its key/value head count, so a claim picks the most grouped one (``pick: min``)."""
+    task, ratio, out = g["task"], g["ratio"], []
+    narrow = dict(g["narrow"])
+    for seed in seeds:
+        base = baseline(REPLICATION, task, seed)
+        models: dict[str, tuple[str, float | None]] = {"base-mha": (base.label, None)}
+        out += [base, _posthoc(task, base.label, "posthoc", scorer, ratio, seed, scorer)]
+        shapes = [("base", {}, None), ("narrow", narrow, None)] + [
+            (size, shape, k) for size, shape in (("base", {}), ("narrow", narrow)) for k in g["kv_heads"]]
+        for size, shape, kv in shapes:
+            arm = f"{size}-mha" if kv is None else f"{size}-kv{kv}"
+            if arm == "base-mha":
+                continue
+            model = {**shape, **({"kv_heads": kv} if kv is not None else {})}
+            label, knob = run_label(task, "gqa", arm, 0.0, seed), None if kv is None else float(kv)
+            out += [RunSpec(label, "train", REPLICATION, task, seed, "gqa", arm, knob=knob, config={"model": model}),
+                    _posthoc(task, label, "posthoc_gqa", arm, ratio, seed, scorer, knob)]
+            models[arm] = (label, knob)
+        for arm, (label, knob) in models.items():
+            out.append(RunSpec(analysis_label(task, "redundancy", arm, seed=seed), "redundancy", REPLICATION, task,
+                               seed, "redundancy", arm, knob=knob, options={"batches": g["redundancy_batches"],
+                                                                "pooling": ["token", "mean"]},
+                               paths={"source": label}, after=(label,)))
     return out
