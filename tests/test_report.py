@@ -164,6 +164,13 @@ def make_tree(root: Path) -> Path:
                  "max_similarity": 0.5},
                 {"pooling": "mean", "space": "value", "threshold": 0.85, "unit": "group" if "kv" in arm else "head",
                  "redundancy_ratio": mean, "max_similarity": 0.95}]})
+        # the baseline's redundancy over training: its snapshots and the trained model
+        for arm, sim in (("step30", 0.4 + 0.01 * s), ("step100", 0.5), ("final", 0.7 + 0.02 * s)):
+            _write(runs / "lm" / "analysis" / "redundancy_at" / arm / f"seed{s}.json", {"rows": [
+                {"pooling": "token", "space": "value", "threshold": 0.85, "unit": "head", "redundancy_ratio": 0.0,
+                 "max_similarity": sim / 2},
+                {"pooling": "mean", "space": "value", "threshold": 0.85, "unit": "head", "redundancy_ratio": 0.0,
+                 "max_similarity": sim}]})
         mt = dict(metric="bleu", sites=MT_SITES)
         bleu = 10.0 + 0.2 * s
         _train_run(runs, "mt", "baseline/none/0.0", s, value=bleu, final=4.0, sec_per_step=0.1, heads=24,
@@ -770,3 +777,16 @@ def test_a3_compares_what_pruning_costs_each_model_and_their_redundancy(tree_roo
     text, blocked = check_preconditions(replace(claims["A3-gqa-redundancy"],
                                                 requires=claims["A3-gqa-redundancy"].requires[1:]), tree)
     assert blocked is None and text.startswith("met: share of the LM baseline's heads that are redundant"), text
+
+
+def test_redundancy_over_training_reads_the_snapshots_in_training_order(tree_root):
+    tree = RunTree(tree_root)
+    assert tree.redundancy_steps("lm") == [("step30", 30.0), ("step100", 100.0), ("final", None)]
+    later = evaluate({c.id: c for c in load_all(REPLICATIONS)}["D5-lm-later"], tree)
+    assert later.per_seed == pytest.approx({s: 0.3 + 0.01 * s for s in SEEDS}) and later.verdict == "supported"
+    assert "first: step30" in later.note and "last: final" in later.note
+    table = TABLES["redundancy_over_training"](tree)
+    assert [r[1] for r in table.rows] == [30, 100, "final"]
+    assert table.rows[-1][6] == pytest.approx(0.72) and table.rows[-1][5] == pytest.approx(0.36)
+    at = evaluate(_claim(kind="value", a={"from": "redundancy_at", "step": 100, "measure": "max_similarity"}), tree)
+    assert at.per_seed == pytest.approx({s: 0.5 for s in SEEDS})

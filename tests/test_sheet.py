@@ -27,10 +27,11 @@ def test_a_parameter_travels_typed_from_the_sheet_to_the_command_line():
     sheet = build(ROOT / "replications", DAG["tiny"])
     entry = sheet["lm/during/dropout0.25/0.4/seed1"]
     assert entry.strategy == "dropout_regime" and entry.knob == 0.25
-    assert entry.params == {"high": 0.25, "low": 0.1, "max_ratio": 0.4}
+    assert entry.params == {"high": 0.25, "low": 0.1, "max_ratio": 0.4, "pooling": "mean"}
     argv = shlex.split(command_line(entry, "my runs", "tiny", "my data", 1))
     overrides = parse_overrides([a for a in argv if "=" in a and not a.startswith("-")])
-    assert overrides["strategy"] == {"name": "dropout_regime", "params": {"high": 0.25, "low": 0.1, "max_ratio": 0.4}}
+    assert overrides["strategy"] == {"name": "dropout_regime",
+                                     "params": {"high": 0.25, "low": 0.1, "max_ratio": 0.4, "pooling": "mean"}}
     assert overrides["train"]["seed"] == 1 and overrides["data"]["root"] == "my data"
     assert argv[argv.index("--out") + 1] == "my runs/lm/during/dropout0.25/0.4/seed1"  # a path with a space
     identity = json.loads(argv[argv.index("--run") + 1])
@@ -136,3 +137,15 @@ def test_a_replications_own_seeds_replace_the_presets_for_its_runs_only():
     michel = {sheet[label].seed for label in sheet.of["michel2019"]}
     others = {sheet[label].seed for label in sheet.of["voita2019"]}
     assert michel == {0, 1, 2, 3, 4} and others == set(DAG["tiny"]["seeds"])
+
+
+def test_training_time_prunes_by_the_reports_similarity_with_a_per_token_contrast_and_snapshots():
+    sheet = build(ROOT / "replications", DAG["tiny"])
+    assert sheet["lm/during/oneshot/0.25/seed0"].params["scorer_params"] == {"pooling": "mean"}
+    assert sheet["lm/during/curriculum/0.4/seed0"].params["pooling"] == "mean"
+    assert "pooling" not in sheet["lm/during/curriculum_token/0.4/seed0"].params  # the strategies' default
+    base = sheet["lm/baseline/none/0.0/seed0"]
+    assert base.config["train"]["snapshots"] == [30, 100, 200]  # merged with overprovisioning's declaration
+    at = sheet["lm/analysis/redundancy_at/step100/seed0"]
+    assert at.command == "redundancy" and at.knob == 100.0 and at.paths["source"].endswith("snapshots/step-100")
+    assert sheet["lm/analysis/redundancy_at/final/seed0"].paths["source"] == base.label

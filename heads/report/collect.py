@@ -476,18 +476,26 @@ class RunTree:
                 out[seed] = [r for r in rows if isinstance(r, dict)]
         return out
 
-    def redundancy_arms(self, task: str) -> list[str]:
-        return sorted(self._arms(task, "redundancy"))
+    def redundancy_arms(self, task: str, kind: str = "redundancy") -> list[str]:
+        """Arms of the redundancy analyses of one ``kind``: ``redundancy`` (one per model: ``base-mha``,
+        ``base-kv2`` ...) or ``redundancy_at`` (the baseline's snapshots, ``step{N}``, and ``final``)."""
+        return sorted(self._arms(task, kind))
 
-    def redundancy(self, task: str, arm: str) -> dict[int, list[dict]]:
+    def redundancy(self, task: str, arm: str, kind: str = "redundancy") -> dict[int, list[dict]]:
         """``{seed: [rows]}`` of the redundancy analyses of arm ``arm`` (``heads redundancy``: one row per
         similarity definition)."""
         out = {}
-        for seed, data in self._per_seed(task, "redundancy", arm, lambda d: isinstance(d, dict)).items():
+        for seed, data in self._per_seed(task, kind, arm, lambda d: isinstance(d, dict)).items():
             rows = data.get("rows")
             if isinstance(rows, list):
                 out[seed] = [r for r in rows if isinstance(r, dict)]
         return out
+
+    def redundancy_steps(self, task: str) -> list[tuple[str, float | None]]:
+        """``[(arm, step)]`` of the over-training redundancy analyses, in training order (``final`` last, its
+        step None)."""
+        arms = [(a, self.knob(task, "redundancy_at", a)) for a in self.redundancy_arms(task, "redundancy_at")]
+        return sorted(arms, key=lambda x: (x[1] is None, x[1] or 0.0, x[0]))
 
     def role_lams(self, task: str) -> list[str]:
         return sorted(self._arms(task, "roles"))

@@ -19,6 +19,7 @@ from heads.report.tables import (
     gqa_table,
     l0_table,
     pruned_vs_scratch_table,
+    redundancy_over_training_table,
     redundancy_table,
     roles_table,
     speed_table,
@@ -318,6 +319,30 @@ def gqa_figure(tree: RunTree, path: Path) -> Path:
     return _save(plt, fig, path)
 
 
+def redundancy_over_training_figure(tree: RunTree, path: Path) -> Path:
+    """The most alike pair of the baseline's heads, and the share redundant, as it trains, per definition."""
+    rows = records(redundancy_over_training_table(tree))
+    tasks = _by(rows, "task")
+    plt, fig, axes = _panels(list(tasks), "Redundancy of the baseline over training")
+    for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
+        x = list(range(len(trows)))
+        for k, (pooling, label) in enumerate((("token", "per token"), ("mean", "sequence mean (the report's)"))):
+            sim = [r[f"max_similarity_{pooling}"] for r in trows]
+            ax.plot(x, [v if v is not None else float("nan") for v in sim], "o-", color=PALETTE[k],
+                    label=f"most alike pair, {label}")
+            share = [r[f"redundancy_{pooling}"] for r in trows]
+            ax.plot(x, [v if v is not None else float("nan") for v in share], "s--", color=PALETTE[k], alpha=0.6,
+                    label=f"share redundant, {label}")
+        ax.errorbar(x, [r["max_similarity_mean"] if r["max_similarity_mean"] is not None else float("nan")
+                        for r in trows], yerr=_err(trows, m="max_similarity_mean"), fmt="none", color=PALETTE[1],
+                    capsize=3)
+        ax.axhline(0.85, color=PALETTE[7], linestyle=":", linewidth=1, label="threshold 0.85")
+        ax.set_xticks(x, [str(r["step"]) for r in trows])
+        ax.set(title=task, xlabel="training step (snapshot)", ylabel="cosine / share", ylim=(0, 1))
+        ax.legend(loc="best", fontsize=7)
+    return _save(plt, fig, path)
+
+
 # Every figure by name; a replication lists the ones it renders in replications/<name>/report.yaml.
 FIGURES: dict[str, Callable[[RunTree, Path], Path]] = {
     "curves": curves_figure, "ablation": ablation_figure, "curve_at": curve_at_figure, "speed": speed_figure,
@@ -325,4 +350,5 @@ FIGURES: dict[str, Callable[[RunTree, Path], Path]] = {
     "pruned_vs_scratch": pruned_vs_scratch_figure,
     "quality_vs_time": quality_vs_time_figure, "time_to_target": time_to_target_figure,
     "redundancy": redundancy_figure, "gqa": gqa_figure,
+    "redundancy_over_training": redundancy_over_training_figure,
 }

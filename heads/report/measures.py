@@ -19,7 +19,7 @@ from heads.metrics import retained_defined
 from heads.report.collect import Run, RunTree, higher_is_better, number, reach_fields
 from heads.report.sites import site_kind
 
-SOURCES = ("run", "ablation", "all_but_one", "curve", "curve_at", "speed", "roles", "redundancy")
+SOURCES = ("run", "ablation", "all_but_one", "curve", "curve_at", "speed", "roles", "redundancy", "redundancy_at")
 MEASURES = {
     "ablation": ("significant_share", "significant_count", "mean_delta_loss"),
     "all_but_one": ("harmless_share", "mean_delta", "max_delta"),
@@ -28,6 +28,7 @@ MEASURES = {
     "speed": ("speedup", "cpu_speedup", "examples_per_s"),
     "roles": ("kept_minus_pruned", "kept_mean", "pruned_mean"),
     "redundancy": ("redundancy_ratio", "max_similarity"),
+    "redundancy_at": ("redundancy_ratio", "max_similarity"),
 }
 KEYS = {
     "run": {"variant", "strategy", "ratio", "field", "pick", "target", "pruned"},
@@ -38,6 +39,7 @@ KEYS = {
     "speed": {"measure", "ratio", "batch"},
     "roles": {"lam", "pick", "measure", "field", "site_kind"},
     "redundancy": {"arm", "pick", "measure", "pooling", "space"},
+    "redundancy_at": {"step", "measure", "pooling", "space"},
 }
 TTT_FIELDS = {"time_to_target", "steps_to_target", "cpu_time_to_target"}
 
@@ -90,7 +92,8 @@ def measure(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     """Evaluate one (checked) selector against the run tree."""
     source = sel.get("from", "run")
     return {"run": _run, "ablation": _ablation, "all_but_one": _all_but_one, "curve": _curve, "curve_at": _curve,
-            "speed": _speed, "roles": _roles, "redundancy": _redundancy}[source](tree, sel)
+            "speed": _speed, "roles": _roles, "redundancy": _redundancy,
+            "redundancy_at": _redundancy_at}[source](tree, sel)
 
 
 # -- runs ----------------------------------------------------------------------------------------------
@@ -497,6 +500,41 @@ def _roles(tree: RunTree, sel: Mapping[str, Any]) -> Series:
 
 
 # -- redundancy ----------------------------------------------------------------------------------------
+def _definition(sel: Mapping[str, Any], how: str) -> Callable[[list[dict]], float | None]:
+    """The ``how`` of the row of one similarity definition (``pooling``, default the report's ``mean``;
+    ``space``, default ``value``) in a ``heads redundancy`` result."""
+    pooling, space = str(sel.get("pooling", "mean")), str(sel.get("space", "value"))
+
+    def fn(rows: list[dict]) -> float | None:
+        found = [r for r in rows if r.get("pooling") == pooling and r.get("space") == space]
+        return number(found[0].get(how)) if found else None
+
+    return fn
+
+
+def _redundancy_at(tree: RunTree, sel: Mapping[str, Any]) -> Series:
+    """The baseline's redundancy at one point of its training: ``step`` N (its snapshot), ``first`` (the
+    earliest snapshot) or ``last`` (the trained model)."""
+    task, how, step = sel["task"], sel["measure"], sel.get("step", "last")
+    arms = tree.redundancy_steps(task)
+    label = f"{task} redundancy at step {step} {sel.get('pooling', 'mean')} {how}"
+    if not arms:
+        return Series(label, missing=[f"{task}: no analysis/redundancy_at/"])
+    if step == "first":
+        arm = arms[0][0]
+    elif step == "last":
+        arm = arms[-1][0]
+    else:
+        arm = next((a for a, k in arms if k is not None and k == float(step)), None)
+        if arm is None:
+            return Series(label, missing=[f"{task}: no analysis/redundancy_at/step{step}/"])
+    series = _per_seed(tree.redundancy(task, arm, "redundancy_at"), f"{label} ({arm})",
+                       f"{task}: no analysis/redundancy_at/{arm}/seed*.json", _definition(sel, how))
+    if str(step) in ("first", "last"):
+        series.notes.append(f"{step}: {arm}")
+    return series
+
+
 def _redundancy(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     """A model's share of redundant heads (or its most alike pair) under one similarity definition
     (``pooling``: token | mean, the report's; ``space``: value | residual), from ``heads redundancy``. ``arm`` may
@@ -512,12 +550,8 @@ def _redundancy(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     if len(arms) > 1:
         return Series(label, missing=[f"{task}: redundancy of {', '.join(arms)} match; name one or add pick"])
 
-    def fn(rows: list[dict]) -> float | None:
-        found = [r for r in rows if r.get("pooling") == pooling and r.get("space") == space]
-        return number(found[0].get(how)) if found else None
-
     series = _per_seed(tree.redundancy(task, arms[0]), f"{task} redundancy {arms[0]} {pooling}/{space} {how}",
-                       f"{task}: no analysis/redundancy/{arms[0]}/seed*.json", fn)
+                       f"{task}: no analysis/redundancy/{arms[0]}/seed*.json", _definition(sel, how))
     if arms[0] != arm:
         series.notes.append(f"picked {arms[0]}")
     return series

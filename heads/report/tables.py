@@ -383,6 +383,29 @@ def gqa_table(tree: RunTree) -> Table:
         "seeds, Student-t 95 % intervals)."))
 
 
+def redundancy_over_training_table(tree: RunTree) -> Table:
+    """The baseline's redundancy at its snapshots and at the end, under both similarity definitions."""
+    cols = ["task", "step", "n_seeds", "redundancy_token", "redundancy_mean", "max_similarity_token",
+            "max_similarity_mean", "ci_low", "ci_high"]
+    rows = []
+    for task in tree.tasks:
+        for arm, step in tree.redundancy_steps(task):
+            per_seed = tree.redundancy(task, arm, "redundancy_at")
+
+            def of(pooling: str, key: str, per_seed: dict = per_seed) -> list[float]:
+                return [r[key] for rows in per_seed.values() for r in rows if r.get("pooling") == pooling
+                        and r.get("space") == "value" and isinstance(r.get(key), (int, float))]
+
+            rows.append([task, int(step) if step is not None else "final", len(per_seed),
+                         mean(of("token", "redundancy_ratio")), mean(of("mean", "redundancy_ratio")),
+                         mean(of("token", "max_similarity")), *ci(of("mean", "max_similarity"))])
+    return Table("Redundancy of the baseline over training", cols, rows, caption=(
+        "The baseline at its training snapshots and at the end (`final`): the share of heads with a partner "
+        "above cosine 0.85, per token and of sequence-mean outputs (the report's definition), and the most "
+        "alike pair of heads of a site under each (means over seeds; the interval is the report's definition's)."
+        " The report: heads that look distinct early converge later."))
+
+
 # Every table by name; a replication lists the ones it renders in replications/<name>/report.yaml.
 TABLES: dict[str, Callable[[RunTree], Table]] = {
     "ablation": ablation_table, "ablation_summary": ablation_summary_table, "all_but_one": all_but_one_table,
@@ -390,4 +413,5 @@ TABLES: dict[str, Callable[[RunTree], Table]] = {
     "l0": l0_table, "roles": roles_table,
     "pruned_vs_scratch": pruned_vs_scratch_table, "differences": differences_table,
     "runs": training_runs_table, "redundancy": redundancy_table, "gqa": gqa_table,
+    "redundancy_over_training": redundancy_over_training_table,
 }

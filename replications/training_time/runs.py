@@ -1,30 +1,58 @@
 """Training-time pruning: one-shot similarity pruning, curriculum waves and the attention-dropout regime
-against the baseline, on the same seeds."""
+against the baseline, on the same seeds; and how redundant the baseline's heads are as it trains."""
 
-from heads.sheet import RunSpec, baseline, run_label
+from heads.sheet import RunSpec, analysis_label, baseline, run_label
 
 REPLICATION = "training_time"
 
 
 def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
     """Per seed: the baseline, one-shot at a ratio (survivors kept, and re-initialised), curriculum waves up
-    to a cap, and one dropout-regime run per warm-up attention dropout rate (0.1 after warm-up)."""
+    to a cap, and one dropout-regime run per warm-up attention dropout rate (0.1 after warm-up), every similarity
+    under ``pooling`` (``mean``: the report's definition); the arms in ``token_contrast`` again with per-token
+    similarity; the baseline's redundancy at each of ``redundancy_steps`` (its snapshots) and at the end."""
     s, task, out = settings, settings["task"], []
+    pooling, steps = s["pooling"], list(s["redundancy_steps"])
     for seed in seeds:
-        out.append(baseline(REPLICATION, task, seed))
+        base = baseline(REPLICATION, task, seed, {"train": {"snapshots": steps}} if steps else {})
+        out.append(base)
+        arms: list[tuple[str, float, str, dict, float | None]] = []  # (arm, ratio, strategy, params, knob)
         r = s["oneshot_ratio"]
         # the report's one-shot re-initialises the survivors after the proxy pass (D2); kept weights beside it
         for arm, reinit in (("oneshot", False), ("oneshot_reinit", True)):
-            out.append(RunSpec(run_label(task, "during", arm, r, seed), "train", REPLICATION, task, seed, "during",
-                               arm, r, strategy="oneshot",
-                               params={"ratio": r, "proxy_steps": s["oneshot_proxy_steps"],
-                                       **({"reinit": True} if reinit else {})}))
+            arms.append((arm, r, "oneshot", {"ratio": r, "proxy_steps": s["oneshot_proxy_steps"],
+                                             **({"reinit": True} if reinit else {})}, None))
         r = s["curriculum_max_ratio"]
-        out.append(RunSpec(run_label(task, "during", "curriculum", r, seed), "train", REPLICATION, task, seed,
-                           "during", "curriculum", r, strategy="curriculum", params={"max_ratio": r}))
+        arms.append(("curriculum", r, "curriculum", {"max_ratio": r}, None))
         r = s["dropout_max_ratio"]
         for p in s["dropout_rates"]:
-            out.append(RunSpec(run_label(task, "during", f"dropout{p}", r, seed), "train", REPLICATION, task, seed,
-                               "during", f"dropout{p}", r, knob=float(p), strategy="dropout_regime",
-                               params={"high": p, "low": 0.1, "max_ratio": r}))
+            arms.append((f"dropout{p}", r, "dropout_regime", {"high": p, "low": 0.1, "max_ratio": r}, float(p)))
+        for arm, ratio, strategy, params, knob in arms:
+            for how in (pooling, *(["token"] if arm in s["token_contrast"] and pooling != "token" else [])):
+                name = arm if how == pooling else f"{arm}_token"
+                out.append(RunSpec(run_label(task, "during", name, ratio, seed), "train", REPLICATION, task, seed,
+                                   "during", name, ratio, knob=knob, strategy=strategy,
+                                   params={**params, **_pooling(strategy, how)}))
+        out += redundancy_over_training(task, base.label, steps, seed, s["redundancy_batches"])
+    return out
+
+
+def _pooling(strategy: str, how: str) -> dict:
+    """The similarity definition as the strategy takes it: one-shot through its scorer's parameters."""
+    if how == "token":
+        return {}  # every strategy's default: the label and config stay those of earlier runs
+    return {"scorer_params": {"pooling": how}} if strategy == "oneshot" else {"pooling": how}
+
+
+def redundancy_over_training(task: str, base: str, steps: list[int], seed: int, batches: int) -> list[RunSpec]:
+    """``heads redundancy`` (both definitions) on each snapshot of the baseline (arm ``step{N}``, knob N) and on
+    the trained model itself (arm ``final``): do heads that look distinct early converge later?"""
+    both = {"batches": batches, "pooling": ["token", "mean"]}
+    out = [RunSpec(analysis_label(task, "redundancy_at", f"step{step}", seed=seed), "redundancy", REPLICATION, task,
+                   seed, "redundancy_at", f"step{step}", knob=float(step), options={"task": True, **both},
+                   paths={"source": f"{base}/snapshots/step-{step}"}, after=(base,)) for step in steps]
+    if steps:
+        out.append(RunSpec(analysis_label(task, "redundancy_at", "final", seed=seed), "redundancy", REPLICATION,
+                           task, seed, "redundancy_at", "final", options=both, paths={"source": base},
+                           after=(base,)))
     return out
