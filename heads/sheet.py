@@ -25,7 +25,8 @@ from typing import Any
 
 # What a sheet entry runs: the ``heads`` command, and the file that marks it done (relative to the label).
 COMMANDS = {"train": "summary.json", "prune": "summary.json", "ablate": ".json", "curve": ".json",
-            "speed": ".json", "roles": ".json", "redundancy": ".json", "trivial": ".json"}
+            "speed": ".json", "roles": ".json", "redundancy": ".json", "shift": ".json",
+            "trivial": ".json"}
 
 
 class SheetError(ValueError):

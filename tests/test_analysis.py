@@ -223,3 +223,19 @@ def test_redundancy_command_writes_one_row_per_definition(saved, cli, tmp_path, 
     assert "environment" in result and "redundant" in capsys.readouterr().out
     with pytest.raises(SystemExit):  # a cosine threshold outside (0, 1] is refused before anything loads
         cli(["redundancy", str(saved["full"]), "--task", "lm", "--preset", "smoke", "--threshold", "1.5"])
+
+
+def test_shift_command_scores_both_models_in_domain_and_on_each_shifted_corpus(saved, cli, tmp_path, capsys):
+    out = tmp_path / "shift.json"
+    assert cli(["shift", str(saved["pruned"]), "--reference", str(saved["full"]), "--datasets", "lm_kjv",
+                "--task", "lm", "--preset", "smoke", saved["data"], "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    home, kjv = result["in_domain"], result["shifted"]["lm_kjv"]
+    assert home["dataset"] is None and kjv["dataset"] == "lm_kjv" and home["metric"] == "perplexity"
+    # the same reference scored on other text: another perplexity; the gap is the shifted change minus the home one
+    assert kjv["reference"] != home["reference"]
+    assert kjv["gap"] == pytest.approx(kjv["change"] - home["change"])
+    assert "gap" in capsys.readouterr().out
+    with pytest.raises(SystemExit):  # a corpus with other columns than the task reads is refused by name
+        cli(["shift", str(saved["pruned"]), "--reference", str(saved["full"]), "--datasets", "mt",
+             "--task", "lm", "--preset", "smoke", saved["data"]])

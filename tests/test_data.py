@@ -148,6 +148,21 @@ def test_lm_columns_sizes_and_no_book_overlap():
     assert not seen["train"] & (seen["validation"] | seen["test"])
 
 
+def test_shifted_lm_corpora_hold_the_same_books_in_other_translations():
+    web = corpora.lm(limit=50)
+    for name, code in (("lm_kjv", corpora.KJV), ("lm_bbe", corpora.BBE)):
+        data = corpora.build(name, limit=50)
+        text = bible.verses(code)
+        for split in corpora.SPLITS:
+            assert data[split].column_names == ["text"] and len(data[split]) == 50
+            assert set(data[split]["text"]) <= set(text.values())
+        # the held-out books, in another wording: the first validation verse is Ecclesiastes 1:1 in both
+        assert data["validation"][0]["text"] == text[(21, 1, 1)] != web["validation"][0]["text"]
+    full = corpora.lm_bbe()
+    assert all(corpora.words(t) for t in full["train"]["text"])  # Basic English's placeholders are not text
+    assert len(full["train"]) < 28748 and len(full["validation"]) == 1124
+
+
 def test_mt_pairs_are_aligned_verses():
     data = corpora.mt()
     web, lsg = bible.verses(corpora.WEB), bible.verses(corpora.LSG)

@@ -171,6 +171,11 @@ def make_tree(root: Path) -> Path:
                  "max_similarity": sim / 2},
                 {"pooling": "mean", "space": "value", "threshold": 0.85, "unit": "head", "redundancy_ratio": 0.0,
                  "max_similarity": sim}]})
+        # D7: the one-shot model against the baseline in domain and under two shifts
+        shift = {"in_domain": {"dataset": None, "metric": "perplexity", "change": 0.02},
+                 "shifted": {"lm_kjv": {"dataset": "lm_kjv", "change": 0.04 + 0.002 * s, "gap": 0.02 + 0.002 * s},
+                             "lm_bbe": {"dataset": "lm_bbe", "change": 0.02, "gap": 0.0}}}
+        _write(runs / "lm" / "analysis" / "shift" / "oneshot" / f"seed{s}.json", shift)
         mt = dict(metric="bleu", sites=MT_SITES)
         bleu = 10.0 + 0.2 * s
         _train_run(runs, "mt", "baseline/none/0.0", s, value=bleu, final=4.0, sec_per_step=0.1, heads=24,
@@ -439,7 +444,7 @@ def test_claims_ledger(tree_root, tmp_path, capsys):
     assert "equivalence" in verdict["C1-mt-cost"]["method"] and "within" in verdict["C1-mt-cost"]["condition"]
     # the synthetic LM baseline still improves by ~3.6 % over its last half: no claim on trained LMs applies
     for claim in ("A1-lm", "A2-lm", "A2-lm-ft", "A2-lm-uniform", "A3-gqa-redundancy", "A3-gqa-cost", "A3-size",
-                  "D2-lm", "D2-lm-keep", "D3-lm-loss", "D4-lm-collapse"):
+                  "D2-lm", "D2-lm-keep", "D3-lm-loss", "D4-lm-collapse", "D7-lm-shift", "D7-lm-shift-kjv"):
         row = verdict[claim]
         assert row["verdict"] == "not tested at this scale", (claim, row)
         assert row["precondition"].startswith("not met: LM baseline's validation-loss fall"), row
@@ -790,3 +795,32 @@ def test_redundancy_over_training_reads_the_snapshots_in_training_order(tree_roo
     assert table.rows[-1][6] == pytest.approx(0.72) and table.rows[-1][5] == pytest.approx(0.36)
     at = evaluate(_claim(kind="value", a={"from": "redundancy_at", "step": 100, "measure": "max_similarity"}), tree)
     assert at.per_seed == pytest.approx({s: 0.5 for s in SEEDS})
+
+
+def test_distribution_shift_reads_each_corpus_gap_of_the_pruned_model(tree_root):
+    tree = RunTree(tree_root)
+    claims = {c.id: c for c in load_all(REPLICATIONS)}
+    kjv = evaluate(replace(claims["D7-lm-shift-kjv"], requires=()), tree)
+    assert kjv.per_seed == pytest.approx({s: 0.02 + 0.002 * s for s in SEEDS}) and kjv.verdict == "supported"
+    bbe = evaluate(replace(claims["D7-lm-shift"], requires=()), tree)
+    assert bbe.per_seed == {0: 0.0, 1: 0.0, 2: 0.0} and bbe.verdict == "inconclusive"  # no spread, no verdict
+    home = evaluate(_claim(kind="value", a={"from": "shift", "arm": "oneshot", "measure": "change"}), tree)
+    assert home.per_seed == pytest.approx({s: 0.02 for s in SEEDS})
+    gapless = evaluate(_claim(kind="value", a={"from": "shift", "arm": "oneshot", "measure": "gap"}), tree)
+    assert gapless.verdict == "inconclusive" and "needs the shifted dataset" in gapless.note
+
+
+def test_shift_rows_orient_the_cost_so_that_larger_is_worse():
+    from heads.analysis.shift import cost, shift_rows
+
+    assert cost("perplexity", 22.0, 20.0) == pytest.approx(0.1)
+    assert cost("accuracy", 0.72, 0.8) == pytest.approx(0.1)  # a fall of accuracy is a cost too
+    assert cost("bleu", 5.0, 0.0) is None
+    scores = {("m", None): 22.0, ("r", None): 20.0, ("m", "x"): 33.0, ("r", "x"): 25.0}
+
+    def fake(model, dataset):
+        return {"perplexity": scores[(model, dataset)], "loss": math.log(scores[(model, dataset)])}
+
+    rows = shift_rows(fake, "m", "r", ["x"], "perplexity")
+    assert rows["in_domain"]["change"] == pytest.approx(0.1)
+    assert rows["shifted"]["x"]["change"] == pytest.approx(0.32) and rows["shifted"]["x"]["gap"] == pytest.approx(0.22)

@@ -1,6 +1,7 @@
 """``heads speed`` (measured inference speed of pruned copies), ``heads roles`` (Voita's head roles),
-``heads redundancy`` (the share of redundant heads under each similarity definition) and ``heads trivial`` (what
-a task's trivial baselines reach)."""
+``heads redundancy`` (the share of redundant heads under each similarity definition), ``heads shift`` (a pruned
+model's cost in domain and under a distribution shift) and ``heads trivial`` (what a task's trivial baselines
+reach)."""
 
 from __future__ import annotations
 
@@ -219,6 +220,47 @@ def cmd_redundancy(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_shift(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from heads import examples
+    from heads.analysis.shift import shift_rows
+    from heads.io import write_json
+    from heads.surgery import load
+    from heads.tasks.text import saved_tokenizer
+
+    split = check_split(args.split) if args.split else None
+    check_out_file(args.out)
+    loaded = load_for_task(args)
+    ref_dir = resolve_source(args.reference)
+    theirs = saved_tokenizer(ref_dir) if (ref_dir / "tokenizer.json").is_file() else None
+    if theirs is not None and theirs.get_vocab() != loaded.tokenizer.get_vocab():
+        raise fail(f"shift: {args.reference} reads text with another tokenizer than {args.source}; "
+                   "the two models cannot be scored on the same tokens")
+    reference = load(ref_dir).to(loaded.placement.device)
+    cfg = loaded.cfg
+    split = split or cfg.eval.split
+
+    def evaluate(model, dataset: str | None) -> dict:
+        c = cfg if dataset is None else replace(cfg, data=replace(cfg.data, dataset=dataset))
+        with loaded.placement.autocast():
+            result, _ = examples.split_off(loaded.task.evaluate(model, c, loaded.tokenizer, split))
+        return result
+
+    try:
+        result = shift_rows(evaluate, loaded.model, reference, args.datasets, loaded.task.metric)
+    except (ValueError, KeyError) as exc:
+        raise fail(f"shift: {exc}") from None
+    result.update({"source": str(args.source), "reference": str(args.reference), "split": split})
+    if args.out:
+        write_json(args.out, with_identity(args, with_environment(result, loaded.model)))
+    for r in [result["in_domain"], *result["shifted"].values()]:
+        gap = "" if r.get("gap") is None else f"  gap {r['gap']:+.4f}"
+        print(f"{r['dataset'] or 'in domain':<10} {r['metric']} {r['model']:.4f} vs {r['reference']:.4f}: "
+              f"change {r['change']:+.4f}{gap}")
+    return 0
+
+
 def register(sub) -> None:
     p = sub.add_parser("speed", help="measured inference examples/s of pruned copies at several ratios and batch sizes")
     p.add_argument("source", help="run folder (its config applies), model folder (with --task) or minilm")
@@ -289,3 +331,14 @@ def register(sub) -> None:
     p.add_argument("--out", type=Path, help="write the result JSON here")
     add_identity_option(p)
     p.set_defaults(func=cmd_redundancy)
+
+    p = sub.add_parser("shift", help="a pruned model against its reference in domain and on shifted corpora")
+    p.add_argument("source", help="the pruned model's run folder (its config applies), or a model folder with --task")
+    add_run_options(p, required=False)
+    p.add_argument("--reference", required=True, help="the unpruned model it is compared with (run or model folder)")
+    p.add_argument("--datasets", nargs="+", required=True,
+                   help="shifted offline corpora with the task's columns (lm: lm_kjv lm_bbe)")
+    p.add_argument("--split", help="split scored (default: the run's eval.split)")
+    p.add_argument("--out", type=Path, help="write the result JSON here")
+    add_identity_option(p)
+    p.set_defaults(func=cmd_shift)

@@ -10,7 +10,8 @@ because almost none of their verses share most of their word 4-grams with a vers
 
 Tasks (columns):
 
-- ``lm``: World English Bible, one row per verse in canonical order (``text``).
+- ``lm``: World English Bible, one row per verse in canonical order (``text``); ``lm_kjv`` and ``lm_bbe`` the
+  same books in the King James Version and the Bible in Basic English: the LM's text under a distribution shift.
 - ``mt``: World English Bible -> Louis Segond 1910 verse pairs (``src``, ``tgt``).
 - ``cls``: paraphrase identification (``text_a``, ``text_b``, ``label``): a WEB verse with the same verse in
   the King James Version (1) or with a neighbouring KJV verse of the same chapter, 1 or 2 verses away (0).
@@ -40,9 +41,10 @@ WEB, KJV, LSG, BBE = "4", "k", "l", "3"
 VALIDATION_BOOKS = (21, 27, 46, 59)
 TEST_BOOKS = (25, 28, 43)
 SPLITS = ("train", "validation", "test")
-TASKS = ("lm", "mt", "cls", "cls_hard", "coherence")
-COLUMNS = {"lm": ("text",), "mt": ("src", "tgt"), "cls": ("text_a", "text_b", "label"),
-           "cls_hard": ("text_a", "text_b", "label"), "coherence": ("text_a", "text_b", "label")}
+TASKS = ("lm", "mt", "cls", "cls_hard", "coherence", "lm_kjv", "lm_bbe")
+COLUMNS = {"lm": ("text",), "lm_kjv": ("text",), "lm_bbe": ("text",), "mt": ("src", "tgt"),
+           "cls": ("text_a", "text_b", "label"), "cls_hard": ("text_a", "text_b", "label"),
+           "coherence": ("text_a", "text_b", "label")}
 CLS_LABELS = ("different", "same")  # 0 = neighbouring verse, 1 = the same verse in another translation
 COHERENCE_LABELS = ("apart", "next")  # 0 = a verse of the same chapter >= FAR verses away, 1 = the next verse
 FAR = 3
@@ -76,17 +78,30 @@ def _spread(rows: list, limit: int | None) -> list:
     return [rows[i * len(rows) // limit] for i in range(limit)]
 
 
-def lm(limit: int | None = None) -> DatasetDict:
-    """WEB verses; with ``limit``, the first ``limit`` verses of each split (contiguous text for an LM)."""
-    web = verses(WEB)
-    parts = _by_split(web)
+def lm(limit: int | None = None, code: str = WEB) -> DatasetDict:
+    """Verses of one translation (WEB unless ``code``); with ``limit``, the first ``limit`` verses of each split
+    (contiguous text for an LM)."""
+    text = verses(code)
+    if code != WEB:  # Basic English leaves placeholders ("...") where it joined verses: no text to model
+        text = {k: t for k, t in text.items() if words(t)}
+    parts = _by_split(text)
     features = Features({"text": Value("string")})
     return DatasetDict(
         {
-            split: Dataset.from_dict({"text": [web[k] for k in keys[:limit]]}, features=features)
+            split: Dataset.from_dict({"text": [text[k] for k in keys[:limit]]}, features=features)
             for split, keys in parts.items()
         }
     )
+
+
+def lm_kjv(limit: int | None = None) -> DatasetDict:
+    """The same books in the King James Version: the LM's text four centuries earlier (a distribution shift)."""
+    return lm(limit, KJV)
+
+
+def lm_bbe(limit: int | None = None) -> DatasetDict:
+    """The same books in the Bible in Basic English (an 850-word vocabulary): a larger shift."""
+    return lm(limit, BBE)
 
 
 def mt(limit: int | None = None) -> DatasetDict:
@@ -266,7 +281,7 @@ def coherence(limit: int | None = None, seed: int = SEED) -> DatasetDict:
 
 
 BUILDERS: dict[str, Callable[..., DatasetDict]] = {"lm": lm, "mt": mt, "cls": cls, "cls_hard": cls_hard,
-                                                   "coherence": coherence}
+                                                   "coherence": coherence, "lm_kjv": lm_kjv, "lm_bbe": lm_bbe}
 
 
 def build(task: str, limit: int | None = None) -> DatasetDict:

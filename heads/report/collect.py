@@ -497,6 +497,10 @@ class RunTree:
         arms = [(a, self.knob(task, "redundancy_at", a)) for a in self.redundancy_arms(task, "redundancy_at")]
         return sorted(arms, key=lambda x: (x[1] is None, x[1] or 0.0, x[0]))
 
+    def analyses(self, task: str, kind: str, arm: str) -> dict[int, dict]:
+        """``{seed: JSON}`` of one analysis arm (those written as a mapping)."""
+        return self._per_seed(task, kind, arm, lambda d: isinstance(d, dict))
+
     def role_lams(self, task: str) -> list[str]:
         return sorted(self._arms(task, "roles"))
 

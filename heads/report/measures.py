@@ -19,7 +19,8 @@ from heads.metrics import retained_defined
 from heads.report.collect import Run, RunTree, higher_is_better, number, reach_fields
 from heads.report.sites import site_kind
 
-SOURCES = ("run", "ablation", "all_but_one", "curve", "curve_at", "speed", "roles", "redundancy", "redundancy_at")
+SOURCES = ("run", "ablation", "all_but_one", "curve", "curve_at", "speed", "roles", "redundancy", "redundancy_at",
+           "shift")
 MEASURES = {
     "ablation": ("significant_share", "significant_count", "mean_delta_loss"),
     "all_but_one": ("harmless_share", "mean_delta", "max_delta"),
@@ -29,6 +30,7 @@ MEASURES = {
     "roles": ("kept_minus_pruned", "kept_mean", "pruned_mean"),
     "redundancy": ("redundancy_ratio", "max_similarity"),
     "redundancy_at": ("redundancy_ratio", "max_similarity"),
+    "shift": ("change", "gap"),
 }
 KEYS = {
     "run": {"variant", "strategy", "ratio", "field", "pick", "target", "pruned"},
@@ -40,6 +42,7 @@ KEYS = {
     "roles": {"lam", "pick", "measure", "field", "site_kind"},
     "redundancy": {"arm", "pick", "measure", "pooling", "space"},
     "redundancy_at": {"step", "measure", "pooling", "space"},
+    "shift": {"arm", "dataset", "measure"},
 }
 TTT_FIELDS = {"time_to_target", "steps_to_target", "cpu_time_to_target"}
 
@@ -93,7 +96,7 @@ def measure(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     source = sel.get("from", "run")
     return {"run": _run, "ablation": _ablation, "all_but_one": _all_but_one, "curve": _curve, "curve_at": _curve,
             "speed": _speed, "roles": _roles, "redundancy": _redundancy,
-            "redundancy_at": _redundancy_at}[source](tree, sel)
+            "redundancy_at": _redundancy_at, "shift": _shift}[source](tree, sel)
 
 
 # -- runs ----------------------------------------------------------------------------------------------
@@ -555,3 +558,20 @@ def _redundancy(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     if arms[0] != arm:
         series.notes.append(f"picked {arms[0]}")
     return series
+
+
+# -- distribution shift --------------------------------------------------------------------------------
+def _shift(tree: RunTree, sel: Mapping[str, Any]) -> Series:
+    """A pruned model against its reference (``heads shift``): ``change`` (its relative loss of quality; in
+    domain unless ``dataset`` names a shifted corpus) or ``gap`` (a shifted corpus's change minus the in-domain
+    one: positive when pruning costs more under the shift)."""
+    task, how, arm, dataset = sel["task"], sel["measure"], str(sel.get("arm", "*")), sel.get("dataset")
+    label = f"{task} shift {arm} {dataset or 'in domain'} {how}"
+    if how == "gap" and dataset is None:
+        return Series(label, missing=[f"{task}: a gap needs the shifted dataset it is measured on"])
+
+    def fn(data: dict) -> float | None:
+        row = data.get("in_domain") if dataset is None else (data.get("shifted") or {}).get(str(dataset))
+        return number(row.get(how)) if isinstance(row, dict) else None
+
+    return _per_seed(tree.analyses(task, "shift", arm), label, f"{task}: no analysis/shift/{arm}/seed*.json", fn)

@@ -10,7 +10,8 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
     """Per seed: the baseline, one-shot at a ratio (survivors kept, and re-initialised), curriculum waves up
     to a cap, and one dropout-regime run per warm-up attention dropout rate (0.1 after warm-up), every similarity
     under ``pooling`` (``mean``: the report's definition); the arms in ``token_contrast`` again with per-token
-    similarity; the baseline's redundancy at each of ``redundancy_steps`` (its snapshots) and at the end."""
+    similarity; the baseline's redundancy at each of ``redundancy_steps`` (its snapshots) and at the end; each of
+    ``shift_arms`` against the baseline in domain and on ``shift_datasets`` (a distribution shift)."""
     s, task, out = settings, settings["task"], []
     pooling, steps = s["pooling"], list(s["redundancy_steps"])
     for seed in seeds:
@@ -34,6 +35,13 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                                    "during", name, ratio, knob=knob, strategy=strategy,
                                    params={**params, **_pooling(strategy, how)}))
         out += redundancy_over_training(task, base.label, steps, seed, s["redundancy_batches"])
+        # D7: the pruned models against the baseline in domain and on the same books in other translations
+        for arm in s["shift_arms"]:
+            model = next(e for e in out if e.seed == seed and e.variant == "during" and e.arm == arm)
+            out.append(RunSpec(analysis_label(task, "shift", arm, seed=seed), "shift", REPLICATION, task, seed,
+                               "shift", arm, options={"datasets": list(s["shift_datasets"])},
+                               paths={"source": model.label, "reference": base.label},
+                               after=(model.label, base.label)))
     return out
 
 
