@@ -1,5 +1,5 @@
-"""Whole-DAG wall-clock: the smoke DAG in a fresh copy of the repository, and the no-op rerun of an
-up-to-date DAG (smoke, and tiny when its outputs are present), against the targets of the issue
+"""Whole-DAG wall-clock: the smoke DAG in a fresh copy of the repository and its no-op rerun (the tiny DAG's
+in place with --tiny-noop), against the targets of the issue
 (tiny <= 45 min is measured by a real `snakemake --cores 2` run and passed in with --tiny-seconds; each
 replication's small target, <= 150 min, likewise with --small NAME=SECONDS). dag.md lists every `dag.*` entry
 summary.json holds, so a later call that measures one thing keeps the others' rows.
@@ -65,7 +65,10 @@ def main() -> None:
         entries["dag.tiny.wall_min"] = entry(round(minutes, 1), 45, minutes <= 45, "minutes on 2 cores")
     for item in args.small:
         name, _, seconds = item.partition("=")
-        minutes = float(seconds) / 60
+        try:
+            minutes = float(seconds) / 60
+        except ValueError:
+            raise SystemExit(f"--small {item!r}: give NAME=SECONDS (e.g. michel2019=8400)") from None
         extra = {"conditions": args.conditions} if args.conditions else {}
         entries[f"dag.small.{name}.wall_min"] = entry(round(minutes, 1), SMALL_TARGET_MIN,
                                                       minutes <= SMALL_TARGET_MIN, "minutes on 2 cores", **extra)

@@ -116,13 +116,15 @@ def dag_for(root: str | Path, preset: str, overrides: Mapping[str, Any] | None =
     """The DAG's shape at ``preset``: the preset's ``seeds`` and each replication's settings (its folder's
     ``settings.yaml`` at that preset), with ``overrides`` (``seeds``, ``custom``, ``tasks``, or a replication's
     name mapping to keys that replace its own) on top. ``tasks`` maps a task to run-config sections (a user's
-    model and data) laid under every run of that task."""
+    model and data) laid under every run of that task. A replication's settings may name its own ``seeds``
+    (``seeds_of``), unless the overrides set the DAG's."""
     import yaml
 
     from heads.presets import preset as load_preset
 
     overrides = dict(overrides or {})
-    dag: dict[str, Any] = {"seeds": overrides.pop("seeds", load_preset(preset)["seeds"])}
+    user_seeds = overrides.pop("seeds", None)
+    dag: dict[str, Any] = {"seeds": user_seeds or load_preset(preset)["seeds"]}
     for key in ("custom", "tasks"):
         if key in overrides:
             dag[key] = overrides.pop(key)
@@ -132,6 +134,14 @@ def dag_for(root: str | Path, preset: str, overrides: Mapping[str, Any] | None =
         if preset not in (doc or {}):
             raise SheetError(f"{path}: no settings for preset {preset!r}")
         dag[name] = {**doc[preset], **(overrides.pop(name, None) or {})}
+        # a replication's own seeds (cheap post-hoc studies afford more): kept beside its settings, which its
+        # schema checks; the workflow config's top-level seeds win over them (one seed for a quick look)
+        own = dag[name].pop("seeds", None)
+        if own is not None and user_seeds is None:
+            if not (isinstance(own, list) and own and all(isinstance(x, int) and not isinstance(x, bool)
+                                                          and x >= 0 for x in own) and len(set(own)) == len(own)):
+                raise SheetError(f"{path}: {preset}.seeds must be a list of distinct seeds >= 0, got {own!r}")
+            dag.setdefault("seeds_of", {})[name] = own
     if overrides:
         raise SheetError(f"dag overrides name no replication: {sorted(overrides)}; replications: {replications(root)}")
     return dag
@@ -156,16 +166,15 @@ class Sheet:
 
 def build(root: str | Path, dag: Mapping[str, Any], names: Iterable[str] | None = None,
           extra: Mapping[str, Iterable[RunSpec]] | None = None) -> Sheet:
-    """The sheet of one preset: each replication's ``runs.py`` over its settings in ``dag`` and seeds (its
-    settings' ``seeds`` where given, else the preset's), plus ``extra`` entries per replication (e.g. a user's
-    own strategies), checked."""
+    """The sheet of one preset: each replication's ``runs.py`` over its settings in ``dag`` and seeds (its own,
+    ``dag["seeds_of"][name]``, where its settings named them, else the preset's), plus ``extra`` entries per
+    replication (e.g. a user's own strategies), checked."""
     root = Path(root)
     declared: dict[str, list[RunSpec]] = {}
     for name in names if names is not None else replications(root):
         if name not in dag:
             raise SheetError(f"replication {name!r} has no settings in this preset's dag (keys: {sorted(dag)})")
-        # a replication's own ``seeds`` (cheap post-hoc analyses can afford more) replace the preset's
-        seeds = list(dag[name].get("seeds", dag["seeds"]))
+        seeds = list((dag.get("seeds_of") or {}).get(name, dag["seeds"]))
         declared[name] = list(load_replication(root / name).runs(dag[name], seeds))
     for name, entries in (extra or {}).items():
         declared.setdefault(name, []).extend(entries)

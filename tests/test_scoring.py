@@ -489,3 +489,19 @@ def test_redundancy_reports_every_definition_and_compares_whole_groups_in_a_grou
         d["redundancy_ratio"] for d in strat["domains"].values())
     with pytest.raises(ValueError, match="threshold"):
         redundancy(model, batches, threshold=0.0)
+
+
+def test_a_copied_key_value_group_is_a_redundant_unit_whatever_the_order_of_its_heads():
+    from heads.analysis.redundancy import redundancy
+
+    model = toy("llama", kv_heads=2)  # 4 heads in 2 groups of 2
+    site = sites(model)[0]
+    proj, d = family_of(model).projections(model, site), site.head_dim
+    with torch.no_grad():  # group 1 := group 0 with its two heads swapped
+        for lin in (proj.k, proj.v):
+            lin.weight[d:2 * d] = lin.weight[:d]
+        q = proj.q.weight.clone()
+        proj.q.weight[2 * d:3 * d], proj.q.weight[3 * d:4 * d] = q[d:2 * d], q[:d]
+    (row,) = redundancy(model, batches_for("llama"), poolings=("token",))
+    assert row["unit"] == "group" and row["sites"][site.name]["redundant"] == 2
+    assert row["max_similarity"] == pytest.approx(1.0, abs=1e-5)

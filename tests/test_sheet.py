@@ -131,12 +131,21 @@ def test_a_users_task_config_lies_under_every_run_of_that_task_and_its_own_keys_
     assert "model.source=my/bert" in line and "data.columns.text_a=sentence1" in line
 
 
-def test_a_replications_own_seeds_replace_the_presets_for_its_runs_only():
-    dag = {**DAG["tiny"], "michel2019": {**DAG["tiny"]["michel2019"], "seeds": [0, 1, 2, 3, 4]}}
+def test_a_replications_own_seeds_replace_the_presets_for_its_runs_only(tmp_path):
+    dag = DAG["small"]
+    assert dag["seeds_of"] == {"michel2019": [0, 1, 2, 3, 4]} and "seeds" not in dag["michel2019"]
     sheet = build(ROOT / "replications", dag)
     michel = {sheet[label].seed for label in sheet.of["michel2019"]}
     others = {sheet[label].seed for label in sheet.of["voita2019"]}
-    assert michel == {0, 1, 2, 3, 4} and others == set(DAG["tiny"]["seeds"])
+    assert michel == {0, 1, 2, 3, 4} and others == set(dag["seeds"]) == {0, 1, 2}
+    # the workflow config's own seeds win (one seed for a quick look), over every replication's
+    quick = dag_for(ROOT / "replications", "small", {"seeds": [7]})
+    assert "seeds_of" not in quick and {e.seed for e in build(ROOT / "replications", quick).runs.values()} == {7}
+    # any replication may name its seeds; a malformed list is refused by name
+    mine = dag_for(ROOT / "replications", "tiny", {"voita2019": {"seeds": [3, 4]}})
+    assert mine["seeds_of"] == {"voita2019": [3, 4]}
+    with pytest.raises(SheetError, match="seeds must be a list of distinct seeds"):
+        dag_for(ROOT / "replications", "tiny", {"voita2019": {"seeds": [1, 1]}})
 
 
 def test_training_time_prunes_by_the_reports_similarity_with_a_per_token_contrast_and_snapshots():

@@ -49,8 +49,9 @@ def redundancy(model: nn.Module, batches: Sequence[Mapping[str, Any]] | Mapping[
         raise ValueError(f"threshold is a cosine in (0, 1], got {threshold}")
     if not poolings:
         raise ValueError("no pooling to measure")
-    domains = dict(batches) if isinstance(batches, Mapping) else {"all": list(batches)}
-    if not domains or any(not list(b) for b in domains.values()):
+    domains = ({d: list(b) for d, b in batches.items()} if isinstance(batches, Mapping)
+               else {"all": list(batches)})
+    if not domains or any(not b for b in domains.values()):
         raise ValueError("no batches to measure redundancy on")
     sizes = group_sizes(model)
     groups = sizes if any(g > 1 for g in sizes.values()) else None

@@ -237,8 +237,19 @@ def cmd_shift(args: argparse.Namespace) -> int:
     if theirs is not None and theirs.get_vocab() != loaded.tokenizer.get_vocab():
         raise fail(f"shift: {args.reference} reads text with another tokenizer than {args.source}; "
                    "the two models cannot be scored on the same tokens")
-    reference = load(ref_dir).to(loaded.placement.device)
     cfg = loaded.cfg
+    if cfg.data.source != "offline":
+        raise fail(f"shift: the shipped corpora are shifts of the offline text; {args.source} reads "
+                   f"data.source={cfg.data.source}")
+    from heads.data.hub import DataError
+    from heads.data.prepare import offline_corpus
+
+    for name in args.datasets:  # refused by name before anything is evaluated
+        try:
+            offline_corpus(cfg.task, name)
+        except DataError as exc:
+            raise fail(f"shift: {exc}") from None
+    reference = load(ref_dir).to(loaded.placement.device)
     split = split or cfg.eval.split
 
     def evaluate(model, dataset: str | None) -> dict:

@@ -394,14 +394,16 @@ class RunTree:
             run.record.update(removed_by_kind(run.summary.get("head_layout"), full_layout))
 
     def _value_change(self, runs: list[Run]) -> None:
-        """``value_change``: a run's metric relative to the run it starts from, ``(value - source) / |source|``
-        (what pruning a model cost it; A3 compares that cost across models). None where either is missing."""
+        """``value_change``: a pruned model's metric relative to the run it was pruned from, ``(value - source) /
+        |source|`` (what pruning cost it; A3 compares that cost across models). None for other runs (a scratch
+        run starts from a layout, a fine-tune from weights: neither is a cost) and where either value is
+        missing."""
         by_label = {r.path.relative_to(self.root).as_posix(): r for r in runs}
         for run in runs:
             source = by_label.get(run.from_run or "")
             v = run.record.get("value")
             v0 = source.record.get("value") if source is not None and not source.failed else None
-            ok = not run.failed and v is not None and v0 is not None and v0 != 0
+            ok = run.method == "posthoc" and not run.failed and v is not None and v0 is not None and v0 != 0
             # a relative change of a model that scores almost nothing is noise over noise, as a retained share is
             ok = ok and retained_defined(str(run.record.get("metric") or ""), v0)
             run.record["value_change"] = (v - v0) / abs(v0) if ok else None

@@ -83,6 +83,8 @@ def check_selector(sel: Mapping[str, Any], where: str) -> None:
                 raise SelectorError(f"{where}: from: run needs {key!r}")
     elif sel.get("measure") not in MEASURES[source]:
         raise SelectorError(f"{where}: measure: {sel.get('measure')!r} is not one of {list(MEASURES[source])}")
+    if source == "shift" and "arm" not in sel:
+        raise SelectorError(f"{where}: from: shift needs 'arm' (the pruned model's arm)")
     if source == "curve" and "scorer" not in sel:
         raise SelectorError(f"{where}: from: curve needs 'scorer'")
     if "pruned" in sel and not isinstance(sel["pruned"], bool):
@@ -565,7 +567,7 @@ def _shift(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     """A pruned model against its reference (``heads shift``): ``change`` (its relative loss of quality; in
     domain unless ``dataset`` names a shifted corpus) or ``gap`` (a shifted corpus's change minus the in-domain
     one: positive when pruning costs more under the shift)."""
-    task, how, arm, dataset = sel["task"], sel["measure"], str(sel.get("arm", "*")), sel.get("dataset")
+    task, how, arm, dataset = sel["task"], sel["measure"], str(sel["arm"]), sel.get("dataset")
     label = f"{task} shift {arm} {dataset or 'in domain'} {how}"
     if how == "gap" and dataset is None:
         return Series(label, missing=[f"{task}: a gap needs the shifted dataset it is measured on"])

@@ -45,8 +45,9 @@ def similarity_matrices(model: nn.Module, batches: Batches, params: SimilarityPa
                         groups: Mapping[str, int] | None = None) -> Scores:
     """Per site, [H, H] mean cosine similarity of head outputs over real query tokens of all batches.
 
-    ``groups`` (site -> query heads per key/value head): compare whole grouped-query groups instead, each the
-    concatenation of its heads' outputs, [G, G]: heads of one group share their values, so they look alike by
+    ``groups`` (site -> query heads per key/value head): compare whole grouped-query groups instead, [G, G], each
+    the sum of its heads' outputs (what the group adds to the residual stream in ``residual`` space, and
+    independent of the order of its heads): heads of one group share their values, so they look alike by
     construction, and a group is what pruning a grouped-query model removes.
 
     Cosine is taken per token (between two heads' output vectors at the same
@@ -67,8 +68,8 @@ def similarity_matrices(model: nn.Module, batches: Batches, params: SimilarityPa
 
     def sink(name: str, x: torch.Tensor) -> None:
         size = (groups or {}).get(name, 1)
-        if size > 1:  # [n, H, d] -> [n, G, size * d]: a group's heads side by side
-            x = x.reshape(x.shape[0], x.shape[1] // size, size * x.shape[2])
+        if size > 1:  # [n, H, d] -> [n, G, d]: a group's heads summed
+            x = x.reshape(x.shape[0], x.shape[1] // size, size, x.shape[2]).sum(2)
         unit = torch.nn.functional.normalize(x.double(), dim=-1)  # zero vectors stay zero
         sums[name] = sums.get(name, 0) + torch.einsum("nhd,ngd->hg", unit, unit).cpu()
         tokens[name] = tokens.get(name, 0) + x.shape[0]

@@ -1,7 +1,7 @@
 """Training-time pruning: one-shot similarity pruning, curriculum waves and the attention-dropout regime
 against the baseline, on the same seeds; and how redundant the baseline's heads are as it trains."""
 
-from heads.sheet import RunSpec, analysis_label, baseline, run_label
+from heads.sheet import RunSpec, SheetError, analysis_label, baseline, run_label
 
 REPLICATION = "training_time"
 
@@ -28,6 +28,9 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
         r = s["dropout_max_ratio"]
         for p in s["dropout_rates"]:
             arms.append((f"dropout{p}", r, "dropout_regime", {"high": p, "low": 0.1, "max_ratio": r}, float(p)))
+        unknown = sorted(set(s["token_contrast"]) - {a[0] for a in arms})
+        if unknown:
+            raise SheetError(f"training_time: token_contrast names no arm: {unknown}; arms: {[a[0] for a in arms]}")
         for arm, ratio, strategy, params, knob in arms:
             for how in (pooling, *(["token"] if arm in s["token_contrast"] and pooling != "token" else [])):
                 name = arm if how == pooling else f"{arm}_token"
@@ -37,7 +40,9 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
         out += redundancy_over_training(task, base.label, steps, seed, s["redundancy_batches"])
         # D7: the pruned models against the baseline in domain and on the same books in other translations
         for arm in s["shift_arms"]:
-            model = next(e for e in out if e.seed == seed and e.variant == "during" and e.arm == arm)
+            model = next((e for e in out if e.seed == seed and e.variant == "during" and e.arm == arm), None)
+            if model is None:
+                raise SheetError(f"training_time: shift_arms names no arm it trains: {arm!r}")
             out.append(RunSpec(analysis_label(task, "shift", arm, seed=seed), "shift", REPLICATION, task, seed,
                                "shift", arm, options={"datasets": list(s["shift_datasets"])},
                                paths={"source": model.label, "reference": base.label},
