@@ -478,6 +478,10 @@ class RunTree:
                 out[seed] = [r for r in rows if isinstance(r, dict)]
         return out
 
+    def arm_names(self, task: str, kind: str) -> list[str]:
+        """The arms one kind of analysis of ``task`` was declared with, sorted."""
+        return sorted(self._arms(task, kind))
+
     def redundancy_arms(self, task: str, kind: str = "redundancy") -> list[str]:
         """Arms of the redundancy analyses of one ``kind``: ``redundancy`` (one per model: ``base-mha``,
         ``base-kv2`` ...) or ``redundancy_at`` (the baseline's snapshots, ``step{N}``, and ``final``)."""

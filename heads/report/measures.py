@@ -469,18 +469,26 @@ def _speed(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     return series
 
 
+def _one_arm(tree: RunTree, task: str, kind: str, key: str, pattern: str,
+             pick: Mapping[str, str]) -> tuple[list[str], str | None]:
+    """The arms of analysis ``kind`` matching the glob ``pattern``, narrowed by ``pick`` ({key: min|max} by each
+    arm's knob); the second item says why there is not exactly one (none, or several without a pick)."""
+    arms = [name for name in tree.arm_names(task, kind) if fnmatch.fnmatchcase(name, pattern)]
+    arms = [g[0] for g in _pick([(n,) for n in arms], [key], pick, lambda g: tree.knob(task, kind, g[0]))]
+    if not arms:
+        return arms, f"{task}: no analysis/{kind}/{pattern}/"
+    if len(arms) > 1:
+        return arms, f"{task}: {kind} of {', '.join(sorted(arms))} match; name one or add pick"
+    return arms, None
+
+
 # -- roles ---------------------------------------------------------------------------------------------
 def _roles(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     task, how, fld = sel["task"], sel["measure"], str(sel.get("field", "confidence"))
     lam = str(sel.get("lam", "*"))
-    lams = [name for name in tree.role_lams(task) if fnmatch.fnmatchcase(name, lam)]
-    lams = [g[0] for g in _pick([(n,) for n in lams], ["lam"], sel.get("pick") or {},
-                                lambda g: tree.knob(task, "roles", g[0]))]
-    label = f"{task} roles {lam} {fld} {how}"
-    if not lams:
-        return Series(label, missing=[f"{task}: no analysis/roles/{lam}/"])
-    if len(lams) > 1:
-        return Series(label, missing=[f"{task}: roles of {', '.join(lams)} match; name one or add pick"])
+    lams, missing = _one_arm(tree, task, "roles", "lam", lam, sel.get("pick") or {})
+    if missing:
+        return Series(f"{task} roles {lam} {fld} {how}", missing=[missing])
 
     kinds = _kinds(sel)
 
@@ -546,15 +554,9 @@ def _redundancy(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     be a glob narrowed by ``pick`` ({arm: min|max} by the arm's knob: a grouped-query model's key/value heads)."""
     task, how, arm = sel["task"], sel["measure"], str(sel.get("arm", "base-mha"))
     pooling, space = str(sel.get("pooling", "mean")), str(sel.get("space", "value"))
-    arms = [name for name in tree.redundancy_arms(task) if fnmatch.fnmatchcase(name, arm)]
-    arms = [g[0] for g in _pick([(n,) for n in arms], ["arm"], sel.get("pick") or {},
-                                lambda g: tree.knob(task, "redundancy", g[0]))]
-    label = f"{task} redundancy {arm} {pooling}/{space} {how}"
-    if not arms:
-        return Series(label, missing=[f"{task}: no analysis/redundancy/{arm}/"])
-    if len(arms) > 1:
-        return Series(label, missing=[f"{task}: redundancy of {', '.join(arms)} match; name one or add pick"])
-
+    arms, missing = _one_arm(tree, task, "redundancy", "arm", arm, sel.get("pick") or {})
+    if missing:
+        return Series(f"{task} redundancy {arm} {pooling}/{space} {how}", missing=[missing])
     series = _per_seed(tree.redundancy(task, arms[0]), f"{task} redundancy {arms[0]} {pooling}/{space} {how}",
                        f"{task}: no analysis/redundancy/{arms[0]}/seed*.json", _definition(sel, how))
     if arms[0] != arm:
