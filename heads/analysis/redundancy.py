@@ -30,12 +30,8 @@ Batches = Iterable[Mapping[str, Any]]
 
 
 def _sites(matrices: Mapping[str, torch.Tensor], flags: Mapping[str, torch.Tensor]) -> dict[str, dict]:
-    out = {}
-    for name, m in matrices.items():
-        off = m[~torch.eye(m.shape[0], dtype=torch.bool)] if m.shape[0] > 1 else None
-        out[name] = {"units": int(m.shape[0]), "redundant": int(flags[name].sum()),
-                     "max_similarity": float(off.max()) if off is not None else None}
-    return out
+    return {name: {"units": int(m.shape[0]), "redundant": int(flags[name].sum()),
+                   "max_similarity": max_similarity({name: m})} for name, m in matrices.items()}
 
 
 def redundancy(model: nn.Module, batches: Sequence[Mapping[str, Any]] | Mapping[str, Sequence[Mapping[str, Any]]],
