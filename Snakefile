@@ -33,7 +33,7 @@ rule all:
 
 
 # One target per replication, named as its folder (`snakemake --cores 2 michel2019`): its runs and what it
-# renders, nothing of the other replications (the whole ledger, CLAIMS.md, needs every replication's runs).
+# renders, with its own ledger (claims.md, claims.csv, baselines); the whole ledger, CLAIMS.md, merges them all.
 for _replication in REPLICATIONS:
 
     rule:

@@ -57,6 +57,11 @@ def test_every_table_figure_and_the_ledger_exist(repo):
         assert (out / replication / "claims.md").exists()
     with (out / "claims.csv").open() as f:
         rows = list(csv.DictReader(f))
+    # the whole ledger is the union of the replications' own, the same bytes per claim
+    for replication in rendered():
+        with (out / replication / "claims.csv").open() as f:
+            own = list(csv.DictReader(f))
+        assert own and own == [r for r in rows if r["replication"] == replication], replication
     # one row per claim the replications declare, in their order; the untestable ones say so
     assert [r["claim"] for r in rows] == [c.id for c in load_all(ROOT / "replications")]
     verdict = {r["claim"]: r["verdict"] for r in rows}

@@ -16,6 +16,7 @@ import pytest
 from heads.cli import report as report_cli
 from heads.report import RunTree, evaluate, load_all
 from heads.report.claims import CSV_COLUMNS
+from heads.report.ledger import merged_environments
 from heads.report.render import artefacts, replications
 from heads.report.spec import parse_claim
 from heads.report.tables import TABLES
@@ -359,7 +360,8 @@ def test_report_renders_every_table_and_figure_identically_twice(tree_root, tmp_
     printed = capsys.readouterr().out.split()
     kinds = artefacts(name, REPLICATIONS)
     expected = [out / f"{t}{ext}" for t in kinds["tables"] for ext in (".csv", ".md")]
-    expected += [out / f"{f}.png" for f in kinds["figures"]] + [out / "claims.md"]
+    expected += [out / f"{f}.png" for f in kinds["figures"]]
+    expected += [out / f for f in ("claims.md", "claims.csv", "baselines.csv", "baselines.md", "environments.json")]
     assert sorted(printed) == sorted(str(p) for p in expected)
     for path in expected:
         assert path.is_file() and path.stat().st_size > 0, path
@@ -475,6 +477,50 @@ def test_claims_ledger(tree_root, tmp_path, capsys):
     first = _bytes(out)
     _cli(["claims", "--runs", str(tree_root), "--replications", str(REPLICATIONS), "--out", str(out)])
     assert _bytes(out) == first
+
+
+def test_whole_ledger_merges_the_replications_own_and_says_which_have_not_run(tree_root, tmp_path, capsys):
+    """Replications rendered apart (as the small scale runs them, one a day) merge into the same ledger,
+    byte for byte, that evaluating every claim on the whole tree gives."""
+    whole = tmp_path / "whole"
+    _cli(["claims", "--runs", str(tree_root), "--replications", str(REPLICATIONS), "--out", str(whole)])
+    names = [n for n in replications(REPLICATIONS) if (REPLICATIONS / n / "claims.yaml").exists()]
+    for name in names:
+        assert _cli(["report", "--runs", str(tree_root), "--replication", name, "--replications", str(REPLICATIONS),
+                     "--only", "claims", "--out", str(tmp_path / name)]) == 0
+        assert {"claims.md", "claims.csv", "baselines.csv", "environments.json"} <= {
+            p.name for p in (tmp_path / name).iterdir()}
+    merged = tmp_path / "merged"
+    ledgers = [str(tmp_path / n / "claims.csv") for n in names]
+    assert _cli(["claims", "--ledgers", *ledgers, "--replications", str(REPLICATIONS), "--out", str(merged)]) == 0
+    assert _bytes(merged) == _bytes(whole)
+    # environments: a record two replications read (a shared baseline) counts once; a mix is said
+    for name, threads in ((names[0], 1), (names[1], 2)):
+        (tmp_path / name / "environments.json").write_text(json.dumps({"records": {
+            "lm/baseline/none/0.0/seed0": {"threads": 1}, f"{name}/own": {"threads": threads}}}))
+    assert merged_environments([tmp_path / n for n in names[:2]]) == (
+        "3 records from different environments: threads 1 (2) vs 2 (1)")
+
+    # one replication not run yet: its claims stay in the ledger, inconclusive, saying so
+    capsys.readouterr()
+    part = tmp_path / "part"
+    assert _cli(["claims", "--ledgers", *ledgers[1:], "--replications", str(REPLICATIONS), "--out", str(part)]) == 0
+    rows = {r["claim"]: r for r in csv.DictReader((part / "claims.csv").open())}
+    assert [r for r in rows] == [c.id for c in load_all(REPLICATIONS)]
+    left = [c for c in load_all(REPLICATIONS, [names[0]]) if not c.not_tested]
+    assert left and all(rows[c.id]["verdict"] == "inconclusive" and f"`snakemake {names[0]}`, has not run"
+                        in rows[c.id]["note"] for c in left)
+
+    with pytest.raises(SystemExit, match="is in both"):
+        _cli(["claims", "--ledgers", ledgers[0], ledgers[0], "--replications", str(REPLICATIONS), "--out", str(part)])
+    with pytest.raises(SystemExit, match="no such file"):
+        _cli(["claims", "--ledgers", str(tmp_path / "nope.csv"), "--replications", str(REPLICATIONS),
+              "--out", str(part)])
+    stray = tmp_path / "stray" / "claims.csv"
+    stray.parent.mkdir()
+    stray.write_text((tmp_path / names[0] / "claims.csv").read_text().replace(left[0].id + ",", "Z9-made-up,", 1))
+    with pytest.raises(SystemExit, match="Z9-made-up.*declared by no"):
+        _cli(["claims", "--ledgers", str(stray), "--replications", str(REPLICATIONS), "--out", str(part)])
 
 
 def _claim(**kw):

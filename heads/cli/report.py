@@ -69,6 +69,7 @@ def cmd_claims(args: argparse.Namespace) -> int:
     from collections import Counter
 
     from heads.report import ClaimSpecError, evaluate_all, load_all, write_ledger
+    from heads.report.ledger import LedgerError, merge_baselines, merge_results, merged_environments
 
     try:
         claims = load_all(args.replications)
@@ -87,10 +88,26 @@ def cmd_claims(args: argparse.Namespace) -> int:
         if found is None:
             raise fail(f"claims: --robustness {path}: no such file")
         measurement.append(found)
-    tree = _tree(args.runs)
-    results = evaluate_all(claims, tree, measurement)
-    _warn(tree)
-    for path in write_ledger(results, args.out, tree.environment_note(), tree):
+    if args.ledgers:
+        ledgers = [Path(p) for p in args.ledgers]
+        absent = [str(p) for p in ledgers if not p.is_file()]
+        if absent:
+            raise fail(f"claims: --ledgers {', '.join(absent)}: no such file (a replication's ledger is written "
+                       "by `heads report --only claims`)")
+        folders = [p.parent for p in ledgers]
+        baselines = [f / "baselines.csv" for f in folders if (f / "baselines.csv").is_file()]
+        try:
+            results = merge_results(ledgers, claims, measurement)
+            table = merge_baselines(baselines)
+        except (LedgerError, OSError) as exc:
+            raise fail(f"claims: {exc}") from None
+        written = write_ledger(results, args.out, merged_environments(folders), baselines=table)
+    else:
+        tree = _tree(args.runs)
+        results = evaluate_all(claims, tree, measurement)
+        _warn(tree)
+        written = write_ledger(results, args.out, tree.environment_note(), tree)
+    for path in written:
         print(path)
     counts = Counter(r.verdict for r in results)
     print(", ".join(f"{v}: {n}" for v, n in sorted(counts.items())))
@@ -122,7 +139,12 @@ def register(sub) -> None:
 
     p = sub.add_parser("claims", help="evaluate every replications/*/claims.yaml: OUT/CLAIMS.md, OUT/claims.csv, "
                        "and OUT/baselines.csv (each task's baseline beside its trivial ones)")
-    p.add_argument("--runs", type=Path, required=True, help="the run tree, OUT/runs")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--runs", type=Path, help="the run tree, OUT/runs: evaluate every claim on it")
+    source.add_argument("--ledgers", nargs="+", metavar="OUT/REP/claims.csv",
+                        help="merge the replications' own ledgers (with the baselines.csv and environments.json "
+                        "beside each) instead: replications run apart make one ledger; a claim whose "
+                        "replication is not given is inconclusive, saying it has not run")
     p.add_argument("--replications", type=Path, default=Path("replications"), help="folder of replication specs")
     p.add_argument("--out", type=Path, required=True, help="folder for CLAIMS.md and claims.csv, e.g. OUT")
     p.add_argument("--robustness", type=Path, nargs="+",

@@ -43,9 +43,12 @@ def baselines_table(tree: RunTree) -> Table:
                     trivial.setdefault(name, []).append(value)
         for name, values in trivial.items():
             rows.append([task, "trivial", metric, *ci(values, metric), len(values), name, 0])
-    return Table("Baselines", COLUMNS, rows, caption=(
-        "What each task's models reach before pruning: the trained baseline's metric on the evaluation split and "
-        f"`{CONVERGENCE}` (its validation loss's relative fall over the last half of training: near 0 when "
-        "converged), beside trivial baselines of the same examples (`name`: word overlap for pair tasks); means "
-        "over seeds with Student-t 95 % intervals, clipped to what the metric can take. The claims' preconditions "
-        "(replications/preconditions.yaml) read these numbers."))
+    return Table("Baselines", COLUMNS, rows, caption=baselines_caption())
+
+
+def baselines_caption() -> str:
+    return ("What each task's models reach before pruning: the trained baseline's metric on the evaluation split and "
+            f"`{CONVERGENCE}` (its validation loss's relative fall over the last half of training: near 0 when "
+            "converged), beside trivial baselines of the same examples (`name`: word overlap for pair tasks); means "
+            "over seeds with Student-t 95 % intervals, clipped to what the metric can take. The claims' "
+            "preconditions (replications/preconditions.yaml) read these numbers.")

@@ -326,13 +326,17 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
 
 
 def write_ledger(results: Sequence[ClaimResult], out: str | Path, environments: str | None = None,
-                 tree: RunTree | None = None) -> list[Path]:
-    """``out/CLAIMS.md`` and ``out/claims.csv`` (atomic; identical inputs give identical bytes); ``environments``
-    (:meth:`RunTree.environment_note`) is said under the rule when the runs come from different environments.
-    With the run ``tree``, also ``out/baselines.csv`` and ``.md``: what the preconditions read, per task."""
+                 tree: RunTree | None = None, baselines: Table | None = None, title: str = "Claims ledger",
+                 page: str = "CLAIMS.md") -> list[Path]:
+    """``out/CLAIMS.md`` (``page``) and ``out/claims.csv`` (atomic; identical inputs give identical bytes);
+    ``environments`` (:meth:`RunTree.environment_note`) is said under the rule when the runs come from different
+    environments. ``baselines`` (or, with the run ``tree``, its :func:`baselines_table`) goes to
+    ``out/baselines.csv`` and ``.md``: what the preconditions read, per task."""
     out = Path(out)
-    written = [write_text(out / "CLAIMS.md", ledger_markdown(results, environments=environments)),
+    written = [write_text(out / page, ledger_markdown(results, title=title, environments=environments)),
                write_text(out / "claims.csv", ledger_table(results).to_csv())]
-    if tree is not None:
-        written += baselines_table(tree).write(out, "baselines")
+    if baselines is None and tree is not None:
+        baselines = baselines_table(tree)
+    if baselines is not None:
+        written += baselines.write(out, "baselines")
     return written

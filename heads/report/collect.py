@@ -352,10 +352,19 @@ class RunTree:
         ledger built from runs of several machines or package versions says so)."""
         from heads.env import describe_mix
 
-        envs = [r.summary.get("environment") for r in self.runs if not r.failed]
-        envs += [d.get("environment") for arms in self._analyses.values() for seeds in arms.values()
-                 for d in seeds.values() if isinstance(d, dict)]
+        envs = list(self.environments().values())
         return describe_mix(envs) if envs else None
+
+    def environments(self) -> dict[str, dict | None]:
+        """The environment each record read names, by the record's path in the tree (runs and analyses), so
+        ledgers of several replications can be merged without counting a shared run twice."""
+        envs = {r.name: r.summary.get("environment") for r in self.runs if not r.failed}
+        for (task, kind), arms in sorted(self._analyses.items()):
+            for arm, seeds in sorted(arms.items()):
+                for seed, data in sorted(seeds.items()):
+                    if isinstance(data, dict):
+                        envs[f"{task}/analysis/{kind}/{arm}/seed{seed}"] = data.get("environment")
+        return envs
 
     def _arms(self, task: str, kind: str) -> dict[str, dict]:
         return self._analyses.get((task, kind), {})

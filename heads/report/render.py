@@ -10,10 +10,10 @@ from pathlib import Path
 
 import yaml
 
-from heads.io import write_text
-from heads.report.claims import evaluate_all, ledger_markdown
+from heads.report.claims import evaluate_all, write_ledger
 from heads.report.collect import RunTree
 from heads.report.figures import FIGURES
+from heads.report.ledger import write_environments
 from heads.report.spec import load_all
 from heads.report.tables import TABLES
 
@@ -47,7 +47,7 @@ def render_replication(
     figures_only: bool = False,
     only: str | None = None,
 ) -> list[Path]:
-    """Write ``out/<table>.{csv,md}``, ``out/<figure>.png`` and ``out/claims.md``.
+    """Write ``out/<table>.{csv,md}``, ``out/<figure>.png`` and the replication's ledger (``out/claims.md``, ...).
 
     ``only``: just that one artefact (a table stem, ``<figure>.png``, or ``claims``), so the workflow can
     regenerate exactly what is missing.
@@ -59,7 +59,7 @@ def render_replication(
     written = [] if figures_only else [p for t in kinds["tables"] for p in _table(t, tree).write(out, t)]
     written += [FIGURES[f](tree, out / f"{f}.png") for f in kinds["figures"]]
     if not figures_only and (Path(replications) / name / "claims.yaml").exists():
-        written.append(_claims_page(name, tree, out, replications))
+        written += _claims_page(name, tree, out, replications)
     return written
 
 
@@ -72,10 +72,12 @@ def _table(name: str, tree: RunTree):
     return table
 
 
-def _claims_page(name: str, tree: RunTree, out: Path, replications: str | Path) -> Path:
+def _claims_page(name: str, tree: RunTree, out: Path, replications: str | Path) -> list[Path]:
+    """The replication's ledger: ``claims.md``, ``claims.csv``, its tasks' ``baselines.{csv,md}`` and the
+    environments its records name: what :mod:`heads.report.ledger` merges into the whole ledger."""
     results = evaluate_all(load_all(replications, [name]), tree)
-    return write_text(out / "claims.md", ledger_markdown(results, title=f"Claims: {name}",
-                                                         environments=tree.environment_note()))
+    written = write_ledger(results, out, tree.environment_note(), tree, title=f"Claims: {name}", page="claims.md")
+    return [*written, write_environments(out, tree.environments())]
 
 
 def _render_one(name: str, kinds: dict, tree: RunTree, out: Path, replications, only: str) -> list[Path]:
@@ -86,6 +88,6 @@ def _render_one(name: str, kinds: dict, tree: RunTree, out: Path, replications, 
     if ext in ("", "csv", "md") and stem in kinds["tables"]:
         return _table(stem, tree).write(out, stem)
     if only == "claims":
-        return [_claims_page(name, tree, out, replications)]
+        return _claims_page(name, tree, out, replications)
     known = [*kinds["tables"], *(f"{f}.png" for f in kinds["figures"]), "claims"]
     raise KeyError(f"replication {name!r} renders no {only!r}; it renders: {known}")

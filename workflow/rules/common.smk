@@ -163,11 +163,13 @@ def artefacts(replication):
 
 
 def replication_outputs(rep):
-    """What one replication renders: its tables, figures and claims page."""
+    """What one replication renders: its tables, figures and its ledger (claims page, baselines)."""
     kinds = artefacts(rep)
     out = [f"{OUT}/{rep}/{t}.{ext}" for t in kinds["tables"] for ext in ("csv", "md")]
     out += [f"{OUT}/{rep}/{f}.png" for f in kinds["figures"]]
-    out.append(f"{OUT}/{rep}/claims.md")
+    if os.path.isfile(f"replications/{rep}/claims.yaml"):
+        out += [f"{OUT}/{rep}/{f}" for f in ("claims.md", "claims.csv", "baselines.csv", "baselines.md",
+                                             "environments.json")]
     return out
 
 

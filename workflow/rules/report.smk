@@ -10,7 +10,7 @@ localrules:
     claims,
 
 
-# A replication's claims.md is its ledger page, not a table.
+# A replication's claims.{md,csv} and baselines.{csv,md} are its ledger, not tables.
 ruleorder: replication_claims > table
 
 
@@ -70,7 +70,11 @@ rule replication_claims:
         replication_inputs,
         spec="replications/{replication}/claims.yaml",
     output:
+        # its ledger page, and what the whole ledger merges (heads.report.ledger)
         f"{OUT}/{{replication}}/claims.md",
+        f"{OUT}/{{replication}}/claims.csv",
+        multiext(f"{OUT}/{{replication}}/baselines", ".csv", ".md"),
+        f"{OUT}/{{replication}}/environments.json",
     log:
         f"logs/{PRESET}/report/{{replication}}/claims.log",
     benchmark:
@@ -89,14 +93,20 @@ rule replication_claims:
 
 # The committed measurements of other machines (benchmarks/bench_perturbation.py imitates one, bench_machines.py
 # compares with a real one) are of the tiny results: the ledger of those marks the verdicts they flipped as fragile.
+# the replications with claims (every one today; a folder without claims.yaml renders no ledger)
+CLAIMED = [r for r in REPLICATIONS if os.path.isfile(f"replications/{r}/claims.yaml")]
 ROBUSTNESS = [f for f in ("results/bench/perturbation.json", "results/bench/machines.json")
               if OUT == "results" and os.path.isfile(f)]
 
 
 rule claims:
+    # The whole ledger merges the replications' own (each rendered from its runs by replication_claims), so
+    # replications run apart, on other days, still make one ledger: `heads claims --ledgers OUT/*/claims.csv`.
     input:
-        all_runs(),
-        specs=expand("replications/{replication}/claims.yaml", replication=REPLICATIONS),
+        ledgers=expand(f"{OUT}/{{replication}}/claims.csv", replication=CLAIMED),
+        baselines=expand(f"{OUT}/{{replication}}/baselines.csv", replication=CLAIMED),
+        environments=expand(f"{OUT}/{{replication}}/environments.json", replication=CLAIMED),
+        specs=expand("replications/{replication}/claims.yaml", replication=CLAIMED),
         robustness=ROBUSTNESS,
     output:
         md=report(f"{OUT}/CLAIMS.md", caption="../report/claims.rst", category="Claims ledger"),
@@ -109,9 +119,8 @@ rule claims:
     conda:
         "../../environment.yml"
     params:
-        runs=lambda w: RUNS,
         folder=lambda w, output: os.path.dirname(output.md),
         robustness=("--robustness " + " ".join(ROBUSTNESS)) if ROBUSTNESS else "",
     shell:
-        "heads claims --runs {params.runs:q} --replications replications --out {params.folder:q} "
+        "heads claims --ledgers {input.ledgers:q} --replications replications --out {params.folder:q} "
         "{params.robustness} > {log:q} 2>&1"

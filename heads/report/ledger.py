@@ -1,0 +1,146 @@
+"""The whole ledger as the union of the replications' own: ``OUT/<rep>/claims.csv`` -> ``OUT/claims.csv``.
+
+Each replication's target writes its ledger page beside its tables (``claims.md``, ``claims.csv``,
+``baselines.{csv,md}`` and ``environments.json``: the environments its runs name). The whole ledger merges those
+files, so replications run apart (on other days, even other machines, as the ``small`` scale does: one target
+per working day) still make one ledger, and a claim's numbers are the same bytes in its replication's page and
+in the whole ledger. A claim whose replication has no ledger yet is *inconclusive*, saying so.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from heads.env import describe_mix
+from heads.io import write_json
+from heads.report.baselines import COLUMNS as BASELINE_COLUMNS
+from heads.report.baselines import baselines_caption
+from heads.report.claims import CSV_COLUMNS, EXTRA_COLUMNS, ClaimResult
+from heads.report.fmt import Table
+from heads.report.robustness import robustness
+from heads.report.spec import Claim
+from heads.report.stats import INCONCLUSIVE, METHOD, METHOD_EXAMPLES, NOT_TESTED, Estimate
+
+ENVIRONMENTS = "environments.json"
+BASELINES = "baselines.csv"
+
+
+class LedgerError(ValueError):
+    """A replication ledger that cannot be merged (unknown claim, missing column, duplicated claim)."""
+
+
+def _float(text: str) -> float | None:
+    return float(text) if text not in ("", None) else None
+
+
+def _per_seed(text: str) -> dict[int, float]:
+    """``"0:0.0153 1:0.0151"`` (the ledger's per_seed column) as ``{seed: value}``."""
+    out = {}
+    for item in text.split():
+        seed, _, value = item.partition(":")
+        out[int(seed)] = float(value)
+    return out
+
+
+def _result(row: Mapping[str, str], claim: Claim) -> ClaimResult:
+    n = int(row["n_seeds"] or 0)
+    # the method column is the only place the ledger says whether the interval counted the examples
+    examples = row["method"] == METHOD_EXAMPLES[claim.test] != METHOD[claim.test]
+    est = Estimate(n, _float(row["effect"]), _float(row["ci_low"]), _float(row["ci_high"]), None,
+                   examples=examples)
+    return ClaimResult(claim, row["verdict"], est, _float(row["effect_size"]), _per_seed(row["per_seed"]),
+                       row["note"], _float(row["p_value"]), row["precondition"], row["robustness"])
+
+
+def read_ledger(path: str | Path, claims: Mapping[str, Claim]) -> list[ClaimResult]:
+    """One replication's ``claims.csv`` as results, each bound to its claim's spec (``claims``: by id)."""
+    path = Path(path)
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in CSV_COLUMNS + EXTRA_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise LedgerError(f"{path}: not a ledger written by heads (no column {', '.join(missing)})")
+        rows = list(reader)
+    out = []
+    for row in rows:
+        claim = claims.get(row["claim"])
+        if claim is None:
+            raise LedgerError(f"{path}: claim {row['claim']!r} is declared by no replications/*/claims.yaml "
+                              "(a ledger from another version of the specs? re-render it)")
+        try:
+            out.append(_result(row, claim))
+        except ValueError as exc:
+            raise LedgerError(f"{path}: claim {row['claim']}: {exc}") from None
+    return out
+
+
+def _missing(claim: Claim) -> ClaimResult:
+    if claim.not_tested:
+        return ClaimResult(claim, NOT_TESTED, note=claim.not_tested, precondition="not met: " + claim.not_tested)
+    return ClaimResult(claim, INCONCLUSIVE, note=f"not run: no ledger of replication {claim.replication!r} "
+                       f"was merged (its target, `snakemake {claim.replication}`, has not run at this scale)",
+                       precondition="not measured")
+
+
+def merge_results(paths: Sequence[str | Path], claims: Sequence[Claim],
+                  measurement: dict | list[dict] | None = None) -> list[ClaimResult]:
+    """Every declared claim, in the specs' order: from the ledger that has it, else *inconclusive* (not run).
+    ``measurement`` marks fragile verdicts, as :func:`heads.report.claims.evaluate_all` does."""
+    by_id = {c.id: c for c in claims}
+    found: dict[str, tuple[ClaimResult, Path]] = {}
+    for path in map(Path, paths):
+        for r in read_ledger(path, by_id):
+            if r.claim.id in found:
+                raise LedgerError(f"claim {r.claim.id} is in both {found[r.claim.id][1]} and {path}")
+            found[r.claim.id] = (r, path)
+    results = [found[c.id][0] if c.id in found else _missing(c) for c in claims]
+    for r in results:
+        r.robustness = robustness(r.claim.id, r.verdict, measurement)
+    return results
+
+
+def _cell(column: str, text: str) -> Any:
+    if column in ("value", "ci_low", "ci_high"):
+        return _float(text)
+    if column in ("n_seeds", "n_failed"):
+        return int(text)
+    return text
+
+
+def merge_baselines(paths: Sequence[str | Path]) -> Table:
+    """The replications' ``baselines.csv`` as one table, per task in name order. A baseline two replications
+    share (the same task's trained model) appears once: the row over more seeds, else the first."""
+    rows: dict[tuple, list] = {}
+    for path in map(Path, paths):
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            if reader.fieldnames != BASELINE_COLUMNS:
+                raise LedgerError(f"{path}: columns {reader.fieldnames} are not the baselines' {BASELINE_COLUMNS}")
+            for raw in reader:
+                row = [_cell(c, raw[c]) for c in BASELINE_COLUMNS]
+                key = (raw["task"], raw["model"], raw["metric"], raw["name"])
+                if key not in rows or row[6] > rows[key][6]:
+                    rows[key] = row
+    ordered = sorted(rows.values(), key=lambda r: r[0])  # stable: each task keeps its file's row order
+    return Table("Baselines", BASELINE_COLUMNS, ordered, caption=baselines_caption())
+
+
+def write_environments(folder: str | Path, envs: Mapping[str, Mapping | None]) -> Path:
+    """``environments.json``: the environment each record the ledger read names, by the record's path in the
+    run tree (:meth:`RunTree.environments`)."""
+    return write_json(Path(folder) / ENVIRONMENTS, {"records": dict(envs)})
+
+
+def merged_environments(folders: Sequence[str | Path]) -> str | None:
+    """What :meth:`RunTree.environment_note` says of all the replications' records together: a record two
+    replications share (a baseline both read) counts once."""
+    envs: dict[str, Any] = {}
+    for folder in map(Path, folders):
+        path = folder / ENVIRONMENTS
+        if path.is_file():
+            envs.update(json.loads(path.read_text()).get("records", {}))
+    return describe_mix(list(envs.values())) if envs else None
