@@ -30,6 +30,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+# the memory helpers live in the library (`heads memory` measures D8 with them); re-exported for the benchmarks
+from heads.analysis.memory import optimizer_state_bytes, param_bytes, peak_tensor_bytes, tensor_bytes  # noqa: F401
 from heads.io import write_text
 
 RESULTS = Path("results/bench")
@@ -269,38 +271,6 @@ def profile_note(
 
 
 # -- memory ------------------------------------------------------------------------------------------
-
-
-def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors)
-
-
-def param_bytes(model: nn.Module) -> int:
-    return tensor_bytes(model.parameters())
-
-
-def optimizer_state_bytes(optimizer: torch.optim.Optimizer, keys: tuple[str, ...] = ("exp_avg", "exp_avg_sq")) -> int:
-    """Bytes of the per-parameter moment tensors (AdamW: exp_avg + exp_avg_sq; ``step`` scalars left out)."""
-    return tensor_bytes(value for state in optimizer.state.values() for key, value in state.items() if key in keys)
-
-
-def peak_tensor_bytes(fn: Callable[[], object]) -> tuple[int, int]:
-    """(peak, start) bytes of live CPU tensors while ``fn`` runs, from torch.profiler's memory timeline.
-
-    ``start`` counts tensors alive before the call that the call touches (parameters,
-    optimizer state); the peak adds activations, gradients and temporaries. This
-    uses the profiler's memory timeline (a private helper; the public
-    ``export_memory_timeline`` wraps the same data).
-    """
-    from torch.profiler import ProfilerActivity, profile
-    from torch.profiler._memory_profiler import MemoryProfileTimeline
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as prof:
-        fn()
-    timeline = MemoryProfileTimeline(prof._memory_profile())
-    _, sizes = timeline._coalesce_timeline(torch.device("cpu"))
-    totals = [sum(row) for row in sizes]
-    return int(max(totals)), int(totals[0])
 
 
 # -- output ------------------------------------------------------------------------------------------

@@ -239,3 +239,62 @@ def test_shift_command_scores_both_models_in_domain_and_on_each_shifted_corpus(s
     with pytest.raises(SystemExit):  # a corpus with other columns than the task reads is refused by name
         cli(["shift", str(saved["pruned"]), "--reference", str(saved["full"]), "--datasets", "mt",
              "--task", "lm", "--preset", "smoke", saved["data"]])
+
+
+# -- memory (D8) ---------------------------------------------------------------------------------------
+def test_largest_batch_searches_up_by_doubling_then_bisects():
+    from heads.analysis.memory import largest_batch
+
+    calls = []
+
+    def peak(size: int) -> int:  # linear in the batch: 100 fixed + 10 per example
+        calls.append(size)
+        return 100 + 10 * size
+
+    assert largest_batch(peak, 100 + 10 * 37, 16, 128)[0] == 37
+    assert calls[:3] == [16, 32, 64] and len(calls) <= 9  # doubling to the first miss, then ~log2(32) halvings
+    assert largest_batch(peak, 10**9, 16, 100)[0] == 100  # all fit: the limit
+    assert largest_batch(peak, 100 + 10 * 5, 16, 128)[0] == 5  # the start does not fit: down from it
+    assert largest_batch(peak, 50, 16, 128)[0] == 0  # not even one example
+    found, seen = largest_batch(peak, 100 + 10 * 20, 16, 64, known={16: 1})
+    assert found == 20 and seen[16] == 1  # a peak measured already is not measured again
+    with pytest.raises(ValueError):
+        largest_batch(peak, 10, 0, 8)
+
+
+def test_memory_of_a_pruned_model_is_lower_and_measured_the_same_twice():
+    from heads.analysis.memory import Trainer, memory_rows
+
+    full = previous_token_llama()
+    pruned = copy.deepcopy(full)
+    prune_heads(pruned, REMOVED)
+
+    def batch_of(size: int) -> dict:
+        ids = torch.randint(0, full.config.vocab_size, (size, 16), generator=torch.Generator().manual_seed(size))
+        return {"input_ids": ids, "labels": ids}
+
+    runs = [memory_rows({"reference": Trainer(copy.deepcopy(full), batch_of),
+                         "model": Trainer(copy.deepcopy(pruned), batch_of)}, cap_batch=4, limit=16) for _ in range(2)]
+    ref, model = runs[0]["models"]["reference"], runs[0]["models"]["model"]
+    assert runs[0]["models"]["model"]["measured"] == runs[1]["models"]["model"]["measured"]  # deterministic bytes
+    assert ref["largest_batch"] == 4 and ref["peak_bytes"] == runs[0]["cap_bytes"]
+    assert model["peak_bytes"] < ref["peak_bytes"] and model["optimizer_bytes"] < ref["optimizer_bytes"]
+    assert model["largest_batch"] >= 4 and model["batch_ratio"] == model["largest_batch"] / 4
+    # the optimizer holds exactly two moments per trainable parameter, the removed heads' gone with them
+    assert model["optimizer_bytes"] == 2 * model["param_bytes"]
+    with pytest.raises(ValueError):
+        memory_rows({"reference": Trainer(full, batch_of)}, cap_batch=8, limit=4)
+
+
+def test_memory_command_compares_a_pruned_model_with_its_reference(saved, cli, tmp_path, capsys):
+    out = tmp_path / "memory.json"
+    assert cli(["memory", str(saved["pruned"]), "--reference", str(saved["full"]), "--cap-batch", "2", "--limit", "4",
+                "--task", "lm", "--preset", "smoke", saved["data"], "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    ref, model = result["models"]["reference"], result["models"]["model"]
+    assert result["cap_batch"] == 2 and ref["largest_batch"] == 2 and model["heads"] < ref["heads"]
+    assert model["peak_bytes"] < ref["peak_bytes"] and 1 <= model["batch_ratio"] <= 2
+    assert "environment" in result and "largest batch" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="below --cap-batch"):
+        cli(["memory", str(saved["pruned"]), "--reference", str(saved["full"]), "--cap-batch", "4", "--limit", "2",
+             "--task", "lm", "--preset", "smoke", saved["data"]])

@@ -65,7 +65,8 @@ def test_every_table_figure_and_the_ledger_exist(repo):
     # one row per claim the replications declare, in their order; the untestable ones say so
     assert [r["claim"] for r in rows] == [c.id for c in load_all(ROOT / "replications")]
     verdict = {r["claim"]: r["verdict"] for r in rows}
-    assert verdict["D7"] == verdict["D8-lm-batch"] == "not tested at this scale"
+    assert verdict["D7"] == "not tested at this scale"
+    assert verdict["D8-lm-batch"] in ("supported", "not supported")  # measured: the smoke one-shot model's memory
     assert verdict["D7-lm-shift"] == verdict["D7-lm-shift-kjv"] == "not tested at this scale"  # not converged
     # A3's models ran (grouped-query, narrow, their redundancy and pruned copies); the smoke LM has not converged
     assert verdict["A3-gqa-cost"] == verdict["A3-size"] == "not tested at this scale"

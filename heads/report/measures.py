@@ -20,7 +20,7 @@ from heads.report.collect import Run, RunTree, higher_is_better, number, reach_f
 from heads.report.sites import site_kind
 
 SOURCES = ("run", "ablation", "all_but_one", "curve", "curve_at", "speed", "roles", "redundancy", "redundancy_at",
-           "shift")
+           "shift", "memory")
 MEASURES = {
     "ablation": ("significant_share", "significant_count", "mean_delta_loss"),
     "all_but_one": ("harmless_share", "mean_delta", "max_delta"),
@@ -31,6 +31,7 @@ MEASURES = {
     "redundancy": ("redundancy_ratio", "max_similarity"),
     "redundancy_at": ("redundancy_ratio", "max_similarity"),
     "shift": ("change", "gap"),
+    "memory": ("batch_ratio", "peak_ratio", "optimizer_ratio", "largest_batch"),
 }
 KEYS = {
     "run": {"variant", "strategy", "ratio", "field", "pick", "target", "pruned"},
@@ -43,6 +44,7 @@ KEYS = {
     "redundancy": {"arm", "pick", "measure", "pooling", "space"},
     "redundancy_at": {"step", "measure", "pooling", "space"},
     "shift": {"arm", "dataset", "measure"},
+    "memory": {"arm", "measure"},
 }
 TTT_FIELDS = {"time_to_target", "steps_to_target", "cpu_time_to_target"}
 
@@ -83,8 +85,8 @@ def check_selector(sel: Mapping[str, Any], where: str) -> None:
                 raise SelectorError(f"{where}: from: run needs {key!r}")
     elif sel.get("measure") not in MEASURES[source]:
         raise SelectorError(f"{where}: measure: {sel.get('measure')!r} is not one of {list(MEASURES[source])}")
-    if source == "shift" and "arm" not in sel:
-        raise SelectorError(f"{where}: from: shift needs 'arm' (the pruned model's arm)")
+    if source in ("shift", "memory") and "arm" not in sel:
+        raise SelectorError(f"{where}: from: {source} needs 'arm' (the pruned model's arm)")
     if source == "curve" and "scorer" not in sel:
         raise SelectorError(f"{where}: from: curve needs 'scorer'")
     if "pruned" in sel and not isinstance(sel["pruned"], bool):
@@ -98,7 +100,7 @@ def measure(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     source = sel.get("from", "run")
     return {"run": _run, "ablation": _ablation, "all_but_one": _all_but_one, "curve": _curve, "curve_at": _curve,
             "speed": _speed, "roles": _roles, "redundancy": _redundancy,
-            "redundancy_at": _redundancy_at, "shift": _shift}[source](tree, sel)
+            "redundancy_at": _redundancy_at, "shift": _shift, "memory": _memory}[source](tree, sel)
 
 
 # -- runs ----------------------------------------------------------------------------------------------
@@ -579,3 +581,18 @@ def _shift(tree: RunTree, sel: Mapping[str, Any]) -> Series:
         return number(row.get(how)) if isinstance(row, dict) else None
 
     return _per_seed(tree.analyses(task, "shift", arm), label, f"{task}: no analysis/shift/{arm}/seed*.json", fn)
+
+
+# -- memory ---------------------------------------------------------------------------------------------
+def _memory(tree: RunTree, sel: Mapping[str, Any]) -> Series:
+    """A pruned model's training-step memory against its unpruned reference (``heads memory``): the largest batch
+    within the reference's step peak at the cap batch (``batch_ratio``: the pruned model's over the
+    reference's; ``largest_batch``: the pruned model's), ``peak_ratio`` at the cap batch, ``optimizer_ratio``."""
+    task, how, arm = sel["task"], sel["measure"], str(sel["arm"])
+
+    def fn(data: dict) -> float | None:
+        row = (data.get("models") or {}).get("model")
+        return number(row.get(how)) if isinstance(row, dict) else None
+
+    return _per_seed(tree.analyses(task, "memory", arm), f"{task} memory {arm} {how}",
+                     f"{task}: no analysis/memory/{arm}/seed*.json", fn)

@@ -406,6 +406,35 @@ def redundancy_over_training_table(tree: RunTree) -> Table:
         " The report: heads that look distinct early converge later."))
 
 
+def memory_table(tree: RunTree) -> Table:
+    """D8: each pruned arm's training step beside the unpruned baseline's (``heads memory``)."""
+    cols = ["task", "arm", "model", "n_seeds", "heads", "param_mb", "optimizer_mb", "peak_mb", "cap_batch",
+            "largest_batch", "batch_ratio", "peak_ratio"]
+    rows = []
+    for task in tree.tasks:
+        for arm in tree.arm_names(task, "memory"):
+            per_seed = tree.analyses(task, "memory", arm)
+            for model in ("reference", "model"):
+                found = [d["models"][model] for d in per_seed.values()
+                         if isinstance(d.get("models"), dict) and isinstance(d["models"].get(model), dict)]
+
+                def of(key: str, scale: float = 1.0, found: list = found) -> float | None:
+                    return mean(r[key] / scale for r in found if isinstance(r.get(key), (int, float)))
+
+                caps = sorted({d.get("cap_batch") for d in per_seed.values()} - {None})
+                rows.append([task, arm, "baseline" if model == "reference" else arm, len(found), of("heads"),
+                             of("param_bytes", 2**20), of("optimizer_bytes", 2**20), of("peak_bytes", 2**20),
+                             caps[0] if len(caps) == 1 else None, of("largest_batch"), of("batch_ratio"),
+                             of("peak_ratio")])
+    return Table("Training-step memory before and after pruning", cols, rows,
+                 formats={"largest_batch": ".1f", "param_mb": ".3f", "optimizer_mb": ".3f", "peak_mb": ".1f"},
+                 caption=(
+        "Each pruned arm against the unpruned baseline it is compared with, one training step (forward, backward, "
+        "AdamW step) on the same examples: parameter and optimizer-state (AdamW moments) MiB, the step's peak "
+        "tensor MiB at `cap_batch`, and the largest batch each trains within the baseline's peak at `cap_batch` "
+        "(the memory cap); means over seeds. CPU peaks are live tensor bytes from torch.profiler's memory "
+        "timeline, CUDA peaks the allocator's."))
+
 # Every table by name; a replication lists the ones it renders in replications/<name>/report.yaml.
 TABLES: dict[str, Callable[[RunTree], Table]] = {
     "ablation": ablation_table, "ablation_summary": ablation_summary_table, "all_but_one": all_but_one_table,
@@ -413,5 +442,5 @@ TABLES: dict[str, Callable[[RunTree], Table]] = {
     "l0": l0_table, "roles": roles_table,
     "pruned_vs_scratch": pruned_vs_scratch_table, "differences": differences_table,
     "runs": training_runs_table, "redundancy": redundancy_table, "gqa": gqa_table,
-    "redundancy_over_training": redundancy_over_training_table,
+    "redundancy_over_training": redundancy_over_training_table, "memory": memory_table,
 }

@@ -11,7 +11,9 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
     to a cap, and one dropout-regime run per warm-up attention dropout rate (0.1 after warm-up), every similarity
     under ``pooling`` (``mean``: the report's definition); the arms in ``token_contrast`` again with per-token
     similarity; the baseline's redundancy at each of ``redundancy_steps`` (its snapshots) and at the end; each of
-    ``shift_arms`` against the baseline in domain and on ``shift_datasets`` (a distribution shift)."""
+    ``shift_arms`` against the baseline in domain and on ``shift_datasets`` (a distribution shift); each of
+    ``memory_arms`` against the baseline's training-step memory (the largest batch within its peak at
+    ``memory_cap_batch``)."""
     s, task, out = settings, settings["task"], []
     pooling, steps = s["pooling"], list(s["redundancy_steps"])
     for seed in seeds:
@@ -38,15 +40,17 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                                    "during", name, ratio, knob=knob, strategy=strategy,
                                    params={**params, **_pooling(strategy, how)}))
         out += redundancy_over_training(task, base.label, steps, seed, s["redundancy_batches"])
-        # D7: the pruned models against the baseline in domain and on the same books in other translations
-        for arm in s["shift_arms"]:
-            model = next((e for e in out if e.seed == seed and e.variant == "during" and e.arm == arm), None)
-            if model is None:
-                raise SheetError(f"training_time: shift_arms names no arm it trains: {arm!r}")
-            out.append(RunSpec(analysis_label(task, "shift", arm, seed=seed), "shift", REPLICATION, task, seed,
-                               "shift", arm, options={"datasets": list(s["shift_datasets"])},
-                               paths={"source": model.label, "reference": base.label},
-                               after=(model.label, base.label)))
+        # D7: the pruned models against the baseline in domain and on the same books in other translations;
+        # D8: their training-step memory against the baseline's, and the largest batch within its peak
+        for kind, key, options in (("shift", "shift_arms", {"datasets": list(s["shift_datasets"])}),
+                                   ("memory", "memory_arms", {"cap_batch": s["memory_cap_batch"]})):
+            for arm in s[key]:
+                model = next((e for e in out if e.seed == seed and e.variant == "during" and e.arm == arm), None)
+                if model is None:
+                    raise SheetError(f"training_time: {key} names no arm it trains: {arm!r}")
+                out.append(RunSpec(analysis_label(task, kind, arm, seed=seed), kind, REPLICATION, task, seed,
+                                   kind, arm, options=options, paths={"source": model.label, "reference": base.label},
+                                   after=(model.label, base.label)))
     return out
 
 
