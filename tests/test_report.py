@@ -464,10 +464,17 @@ def test_claims_ledger(tree_root, tmp_path, capsys):
     assert verdict["B6-mt"]["verdict"] == "not tested at this scale"
     assert "BLEU of the first training snapshot: 3 on every seed" in verdict["B6-mt"]["precondition"]
     # every seed gave the same value: no spread, no verdict
-    for claim in ("B1-cls", "B1-mt", "B2-mt", "C1-mt-heads", "C2-mt-positional", "C3-mt", "D4-lm-speedup",
-                  "D4-lm-throughput"):
+    for claim in ("C1-mt-heads", "C2-mt-positional", "C3-mt", "D4-lm-speedup", "D4-lm-throughput"):
         assert verdict[claim]["verdict"] == "inconclusive" and "no spread" in verdict[claim]["note"], claim
         assert verdict[claim]["p_value"] == ""
+    # ... unless the value is a share of units (heads, sites) every seed counted alike: the exact binomial over
+    # one seed's units decides. 0 of 24 heads significant: at most 14 % (< 20 %) at 95 %
+    b1 = verdict["B1-cls"]
+    assert b1["verdict"] == "supported" and b1["method"].startswith("one-sided exact binomial test")
+    assert (b1["effect"], b1["ci_low"], b1["ci_high"]) == ("0.0000", "0.0000", "0.1425")
+    assert float(b1["p_value"]) == pytest.approx(0.8 ** 24, rel=0.01) and b1["effect_size"] == ""
+    for claim in ("B1-mt", "B2-mt"):  # fewer units: the exact interval still reaches the threshold
+        assert verdict[claim]["verdict"] == "inconclusive" and "exact interval" in verdict[claim]["note"], claim
     assert verdict["D6-lm"]["verdict"] == "inconclusive" and "reaches the threshold +0.7" in verdict["D6-lm"]["note"]
     assert verdict["B5-cls"]["n_seeds"] == "5" and "timed repeats" in verdict["B5-cls"]["note"]
     assert verdict["B5-cls"]["note"].count("n counts timed repeats") == 1

@@ -410,3 +410,27 @@ def test_no_retained_share_over_a_model_that_scores_almost_nothing():
     assert curve_series(translates).retained == [1.0, 0.9]
     assert retained_defined("bleu", 1.0) and not retained_defined("bleu", 0.99)
     assert retained_defined("accuracy", 0.5) and retained_defined("perplexity", 1000.0)
+
+
+def test_clopper_pearson_interval_and_binomial_decision():
+    from scipy import stats as st
+
+    from heads.report.stats import clopper_pearson, decide_binomial
+
+    low, high = clopper_pearson(0, 72)
+    assert low == 0.0 and high == pytest.approx(1 - 0.025 ** (1 / 72))  # no zero width at a count of 0
+    low, high = clopper_pearson(5, 20)
+    assert st.binom.sf(4, 20, low) == pytest.approx(0.025) and st.binom.cdf(5, 20, high) == pytest.approx(0.025)
+    assert clopper_pearson(20, 20)[1] == 1.0
+    # coverage: the exact interval covers a true share at least 95 % of the time (it is conservative)
+    rng = np.random.default_rng(0)
+    for p, n in ((0.05, 30), (0.3, 72)):
+        ks = rng.binomial(n, p, 4000)
+        covered = np.mean([lo <= p <= hi for lo, hi in (clopper_pearson(int(k), n) for k in ks)])
+        assert covered >= 0.95, (p, n, covered)
+    assert decide_binomial(0, 72, "less", 0.2).verdict == SUPPORTED
+    assert decide_binomial(72, 72, "less", 0.2).verdict == NOT_SUPPORTED
+    assert decide_binomial(0, 5, "less", 0.2).verdict == INCONCLUSIVE  # five units cannot tell 0 from 0.2
+    assert decide_binomial(18, 20, "greater", 0.5).verdict == SUPPORTED
+    with pytest.raises(ValueError):
+        clopper_pearson(3, 2)

@@ -26,13 +26,16 @@ from heads.report.stats import (
     INCONCLUSIVE,
     LEVEL,
     METHOD,
+    METHOD_BINOMIAL,
     METHOD_EXAMPLES,
     MIN_SEEDS,
     NOT_TESTED,
     VERDICTS,
     Decision,
     Estimate,
+    clopper_pearson,
     decide,
+    decide_binomial,
     decide_equivalence,
     decide_exact,
     effect_size,
@@ -61,6 +64,7 @@ class ClaimResult:
     p_value: float | None = None
     precondition: str = ""
     robustness: str = NOT_MEASURED  # what a perturbation imitating another machine did to this verdict
+    method_used: str = ""  # a method other than the claim's test over seeds (the exact binomial on equal counts)
 
     @property
     def fragile(self) -> bool:
@@ -70,6 +74,8 @@ class ClaimResult:
     def method(self) -> str:
         if self.claim.not_tested or self.estimate.n == 0:
             return ""
+        if self.method_used:
+            return self.method_used
         return (METHOD_EXAMPLES if self.estimate.examples else METHOD)[self.claim.test]
 
 
@@ -204,7 +210,13 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     unmeasured = [m for s in sides for m in s.missing] + unpaired
     notes = [n for s in sides for n in s.notes]
     decision = Decision(INCONCLUSIVE)
-    if claim.test == "exact" and est.n >= 1:
+    binomial = _one_count(claim, per_seed, a, b)
+    if binomial is not None and est.n >= MIN_SEEDS:
+        (k, n) = binomial
+        low, high = clopper_pearson(k, n)
+        est = replace(est, ci_low=low, ci_high=high)
+        decision = decide_binomial(k, n, claim.direction, claim.threshold)
+    elif claim.test == "exact" and est.n >= 1:
         decision = decide_exact(list(per_seed.values()), claim.holds, claim.condition())
         est = replace(est, ci_low=None, ci_high=None)  # a count has no interval: not a zero-width one
     elif est.n >= 2:
@@ -236,8 +248,20 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     parts = [lead] + ([f"missing: {_short(unmeasured)}"] if unmeasured else []) + list(dict.fromkeys(notes))
     if claim.note:
         parts.append(claim.note)
-    return ClaimResult(claim, result, est, effect_size(est, claim.null), per_seed,
-                       "; ".join(p for p in parts if p), decision.p_value, precondition)
+    return ClaimResult(claim, result, est, None if binomial else effect_size(est, claim.null), per_seed,
+                       "; ".join(p for p in parts if p), decision.p_value, precondition,
+                       method_used=METHOD_BINOMIAL if binomial and est.n >= MIN_SEEDS else "")
+
+
+def _one_count(claim: Claim, per_seed: dict[int, float], a: Series, b: Series | None) -> tuple[int, int] | None:
+    """``(k, n)`` when the claim is a directional one on a share of units and every seed counted the same ``k``
+    of the same ``n`` (a spread of zero, which no interval over seeds can use); else None."""
+    if claim.kind != "value" or claim.test != "directional" or b is not None or claim.relative or not per_seed:
+        return None
+    counts = {a.counts.get(seed) for seed in per_seed}
+    if len(counts) != 1 or None in counts:
+        return None
+    return counts.pop()
 
 
 def evaluate_all(claims: Sequence[Claim], tree: RunTree,
@@ -299,6 +323,8 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
         "claimed side of the threshold (null + tolerance; a one-sided t-test at 2.5 %) and *not supported* when it "
         "lies wholly on the other side; an equivalence claim (\"no noticeable loss\") is *supported* when the "
         "interval lies inside null ± margin (two one-sided tests) and *not supported* when it lies wholly outside. "
+        "A share of units (heads, sites) that every seed counted alike has no spread over seeds; it is tested by "
+        "the exact binomial over one seed's units instead (Clopper-Pearson interval; the method column says so). "
         f"Otherwise, with fewer than {MIN_SEEDS} seeds, with every seed giving the same value, or with a seed that "
         "could not be measured, *inconclusive*. An *exact* claim is a count the model's shapes fix (bytes): no "
         "interval, every seed must give the same value and meet the condition. *failed*: a run the claim needs "

@@ -23,7 +23,7 @@ from heads.report.claims import CSV_COLUMNS, EXTRA_COLUMNS, ClaimResult
 from heads.report.fmt import Table
 from heads.report.robustness import robustness
 from heads.report.spec import Claim
-from heads.report.stats import INCONCLUSIVE, METHOD, METHOD_EXAMPLES, NOT_TESTED, Estimate
+from heads.report.stats import INCONCLUSIVE, METHOD, METHOD_BINOMIAL, METHOD_EXAMPLES, NOT_TESTED, Estimate
 
 ENVIRONMENTS = "environments.json"
 BASELINES = "baselines.csv"
@@ -53,7 +53,8 @@ def _result(row: Mapping[str, str], claim: Claim) -> ClaimResult:
     est = Estimate(n, _float(row["effect"]), _float(row["ci_low"]), _float(row["ci_high"]), None,
                    examples=examples)
     return ClaimResult(claim, row["verdict"], est, _float(row["effect_size"]), _per_seed(row["per_seed"]),
-                       row["note"], _float(row["p_value"]), row["precondition"], row["robustness"])
+                       row["note"], _float(row["p_value"]), row["precondition"], row["robustness"],
+                       method_used=row["method"] if row["method"] == METHOD_BINOMIAL else "")
 
 
 def read_ledger(path: str | Path, claims: Mapping[str, Claim]) -> list[ClaimResult]:

@@ -69,6 +69,17 @@ class Series:
     # of unit indices (all units: None), and how many units there are (heads.examples)
     resample: dict[int, Callable[[Any], float]] = field(default_factory=dict)
     units: dict[int, int] = field(default_factory=dict)
+    # seeds whose value is a share of countable units (heads, sites): ``(k, n)``, so a claim on which every seed
+    # gives the same share can still be tested, by the exact binomial over the units (stats.decide_binomial)
+    counts: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Share:
+    """A measure that is ``k`` of ``n`` units: :func:`_per_seed` keeps its value and its counts."""
+
+    k: int
+    n: int
 
 
 def check_selector(sel: Mapping[str, Any], where: str) -> None:
@@ -224,7 +235,7 @@ def _kinds(sel: Mapping[str, Any]) -> set[str] | None:
 
 
 def _per_seed(tree_data: Mapping[int, Any], label: str, missing_text: str,
-              fn: Callable[[Any], float | None]) -> Series:
+              fn: Callable[[Any], float | Share | None]) -> Series:
     series = Series(label)
     if not tree_data:
         series.missing.append(missing_text)
@@ -232,6 +243,9 @@ def _per_seed(tree_data: Mapping[int, Any], label: str, missing_text: str,
         value = fn(data)
         if value is None:
             series.missing.append(f"{label}: seed {seed} has nothing to measure")
+        elif isinstance(value, Share):
+            series.values[seed] = value.k / value.n
+            series.counts[seed] = (value.k, value.n)
         else:
             series.values[seed] = value
     return series
@@ -257,7 +271,7 @@ def _ablation(tree: RunTree, sel: Mapping[str, Any]) -> Series:
         if how == "mean_delta_loss":
             return sum(float(r["delta_loss"]) for r in rows) / len(rows)
         count = sum(significant(r) for r in rows)
-        return count / len(rows) if how == "significant_share" else float(count)
+        return Share(count, len(rows)) if how == "significant_share" else float(count)
 
     where = "" if kinds is None else f" ({'/'.join(sorted(kinds))} sites)"
     return _per_seed(tree.ablation(task), f"{task} ablation {how}{where}",
@@ -286,7 +300,7 @@ def _all_but_one(tree: RunTree, sel: Mapping[str, Any]) -> Series:
         if not deltas:
             return None
         if how == "harmless_share":
-            return sum(d <= budget for d in deltas) / len(deltas)
+            return Share(sum(d <= budget for d in deltas), len(deltas))
         return max(deltas) if how == "max_delta" else sum(deltas) / len(deltas)
 
     where = "" if kinds is None else f" ({'/'.join(sorted(kinds))} sites)"

@@ -49,6 +49,9 @@ TESTS = ("directional", "equivalence", "exact")
 METHOD = {"directional": "one-sided t-test, Student-t 95 % interval over seeds",
           "equivalence": "equivalence (TOST), Student-t 95 % interval over seeds",
           "exact": "exact: a deterministic count, checked on every seed"}
+# a share of units (heads, sites) on which every seed agreed: the exact binomial over one seed's units
+METHOD_BINOMIAL = ("one-sided exact binomial test, Clopper-Pearson 95 % interval over one seed's units (every seed "
+                   "gave the same count, so the seeds add no spread)")
 # the same tests on a two-level interval (seeds, and example resamples: :func:`two_level`)
 METHOD_EXAMPLES = {
     "exact": METHOD["exact"],
@@ -218,6 +221,38 @@ def decide(est: Estimate, direction: str, threshold: float) -> Decision:
     if other:
         return Decision(NOT_SUPPORTED, p)
     return Decision(INCONCLUSIVE, p, f"the interval reaches the threshold {threshold:+.4g}")
+
+
+def clopper_pearson(k: int, n: int, confidence: float = LEVEL) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) interval of a binomial share ``k / n``: it never has zero width, so a share
+    of 0 (or 1) still says how small (or large) the true share can be."""
+    if not 0 <= k <= n or n < 1:
+        raise ValueError(f"need 0 <= k <= n and n >= 1, got k={k}, n={n}")
+    tail = (1 - confidence) / 2
+    low = 0.0 if k == 0 else float(_st.beta.ppf(tail, k, n - k + 1))
+    high = 1.0 if k == n else float(_st.beta.ppf(1 - tail, k + 1, n - k))
+    return low, high
+
+
+def decide_binomial(k: int, n: int, direction: str, threshold: float) -> Decision:
+    """The directional rule on a share of ``n`` units (heads, sites) ``k`` of which count, by the exact binomial
+    interval and test: *supported* when the whole Clopper-Pearson interval lies on the claimed side of the
+    threshold (the one-sided binomial test at 2.5 %), *not supported* when it lies wholly on the other side."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    low, high = clopper_pearson(k, n)
+    if not 0 < threshold < 1:  # a share is always on one side of a threshold outside (0, 1)
+        side = threshold <= 0 if direction == "greater" else threshold >= 1
+        return Decision(SUPPORTED if side else NOT_SUPPORTED, 0.0 if side else 1.0)
+    # one-sided p of "the true share is on the claimed side", against a share at the threshold
+    p = float(_st.binom.cdf(k, n, threshold) if direction == "less" else _st.binom.sf(k - 1, n, threshold))
+    claimed, other = (low > threshold, high < threshold)[:: 1 if direction == "greater" else -1]
+    if claimed:
+        return Decision(SUPPORTED, p)
+    if other:
+        return Decision(NOT_SUPPORTED, p)
+    return Decision(INCONCLUSIVE, p, f"the exact interval [{low:.4g}, {high:.4g}] reaches the threshold "
+                                     f"{threshold:+.4g}")
 
 
 def decide_equivalence(est: Estimate, null: float, margin: float) -> Decision:
