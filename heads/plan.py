@@ -251,6 +251,7 @@ def analysis_job(e: RunSpec, cfg: RunConfig) -> Job:
     elif e.command == "prune":
         q = build_strategy(e.strategy, p).params
         scoring = _SCORER_PASSES.get(getattr(q, "scorer", "importance"), 1) * getattr(q, "batches", 8) * b
+        scoring *= max(1, len(o.get("domains", [])))  # --domains: the batches are drawn from each domain
         examples = scoring + (_eval_examples(cfg) if o.get("evaluate") else 0)
         disk = 4 * s.params
     elif e.command == "roles":  # the pruned model and its reference

@@ -20,7 +20,7 @@ from heads import models
 from heads.analysis import forward_inputs, head_roles, layout_at_ratio
 from heads.cli import analysis
 from heads.scoring import compute_scores
-from heads.surgery import head_layout, prune_heads, save, sites
+from heads.surgery import head_layout, num_heads, prune_heads, save, sites
 
 SITE0 = "model.layers.0.self_attn"
 SITE1 = "model.layers.1.self_attn"
@@ -298,3 +298,40 @@ def test_memory_command_compares_a_pruned_model_with_its_reference(saved, cli, t
     with pytest.raises(SystemExit, match="below --cap-batch"):
         cli(["memory", str(saved["pruned"]), "--reference", str(saved["full"]), "--cap-batch", "4", "--limit", "2",
              "--task", "lm", "--preset", "smoke", saved["data"]])
+
+
+# -- genres as domains (D7) ----------------------------------------------------------------------------
+def test_prune_by_similarity_on_genres_pooled_or_stratified(saved, cli, tmp_path):
+    from heads.scoring import compute_scores, stratified_scores
+    from heads.surgery import load
+
+    common = ["--task", "lm", "--preset", "smoke", saved["data"], "--strategy", "posthoc", "--param", "ratio=0.25",
+              "scorer=similarity", "--split", "train", "--domains", "lm_wisdom", "lm_letters"]
+    removed = {}
+    for how in ("pooled", "stratified"):
+        out = tmp_path / how
+        assert cli(["prune", str(saved["full"]), *common, *(["--stratify"] if how == "stratified" else []),
+                    "--out", str(out)]) == 0
+        record = json.loads((out / "pruning.json").read_text())
+        assert record["domains"] == ["lm_wisdom", "lm_letters"] and record["stratified"] == (how == "stratified")
+        removed[how] = record["removed"]
+        assert sum(map(len, removed[how].values())) == 2  # 25 % of the 8 heads
+        assert num_heads(head_layout(load(out))) == 6
+    # the choice follows the scores: stratified = the highest keep-score over genres, pooled = the genres' batches
+    # together (recomputed here from the same batches the command drew)
+    from heads.cli.common import domain_batches, load_for_task
+
+    args = argparse.Namespace(source=str(saved["full"]), task="lm", preset="smoke", config=None,
+                              overrides=[saved["data"]])
+    domains = domain_batches(load_for_task(args), ["lm_wisdom", "lm_letters"], "train", 8, "test")
+    model = load(saved["full"])
+    pooled = compute_scores("similarity", model, [b for d in domains.values() for b in d])
+    strat = stratified_scores("similarity", model, domains)
+    for how, scores in (("pooled", pooled), ("stratified", strat)):
+        flat = sorted((float(v), site, h) for site, vals in scores.items() for h, v in enumerate(vals))
+        assert {(site, h) for _, site, h in flat[:2]} == {(s, h) for s, hs in removed[how].items() for h in hs}, how
+    with pytest.raises(SystemExit, match="--stratify needs --domains"):
+        cli(["prune", str(saved["full"]), "--task", "lm", "--preset", "smoke", "--strategy", "posthoc",
+             "--stratify", "--out", str(tmp_path / "x")])
+    with pytest.raises(SystemExit, match="columns"):  # a corpus the task cannot read, refused by name
+        cli(["prune", str(saved["full"]), *common[:-2], "mt", "--out", str(tmp_path / "y")])

@@ -163,6 +163,26 @@ def test_shifted_lm_corpora_hold_the_same_books_in_other_translations():
     assert len(full["train"]) < 28748 and len(full["validation"]) == 1124
 
 
+def test_genre_corpora_hold_one_genres_books_with_the_held_out_ones_split_by_chapter(tmp_path):
+    from heads.data.prepare import load_prepared, prepare
+
+    web = bible.verses(corpora.WEB)
+    assert corpora.genre_of(21) == "wisdom" and corpora.genre_of(27) == "prophets" and corpora.genre_of(59) == "letters"
+    assert sorted(b for books in corpora.GENRES.values() for b in books) == list(range(1, 67))  # every book once
+    for name in corpora.GENRE_CORPORA:
+        genre = name.removeprefix("lm_")
+        data = corpora.build(name)
+        for split, chapters in (("validation", 1), ("test", 0)):
+            held_out = set(data[split]["text"])
+            keys = [k for k, t in web.items() if t in held_out and corpora.split_of(k[0]) != "train"]
+            assert keys and all(corpora.genre_of(k[0]) == genre for k in keys)
+            assert {k[1] % 2 for k in keys} == {chapters}  # odd chapters validate, even ones test
+        assert len(data["train"]) > len(data["validation"]) > 0
+    assert corpora.build("lm_letters")["validation"][0]["text"] == web[(46, 1, 1)]  # 1 Corinthians 1:1
+    path = prepare("lm", root=tmp_path, dataset="lm_wisdom", limit=20)
+    assert {s: len(d) for s, d in load_prepared(path).items()} == {"train": 20, "validation": 20, "test": 20}
+
+
 def test_mt_pairs_are_aligned_verses():
     data = corpora.mt()
     web, lsg = bible.verses(corpora.WEB), bible.verses(corpora.LSG)

@@ -80,6 +80,10 @@ def test_every_table_figure_and_the_ledger_exist(repo):
     with (out / "overprovisioning" / "gqa.csv").open() as f:
         models = {r["model"] for r in csv.DictReader(f)}
     assert models == {"base-mha", "base-kv2", "narrow-mha", "narrow-kv2"}
+    with (out / "training_time" / "genres.csv").open() as f:  # D7: pooled vs stratified, per genre
+        genres = {(r["arm"], r["genre"]) for r in csv.DictReader(f)}
+    assert genres == {(a, g) for a in ("genre-pooled", "genre-stratified")
+                      for g in ("lm_wisdom", "lm_prophets", "lm_letters")}
     with (out / "training_time" / "redundancy_over_training.csv").open() as f:
         assert [r["step"] for r in csv.DictReader(f)] == ["10", "final"]
     assert all(v in {"supported", "not supported", "inconclusive", "failed", "not tested at this scale"}

@@ -158,3 +158,23 @@ def test_training_time_prunes_by_the_reports_similarity_with_a_per_token_contras
     at = sheet["lm/analysis/redundancy_at/step100/seed0"]
     assert at.command == "redundancy" and at.knob == 100.0 and at.paths["source"].endswith("snapshots/step-100")
     assert sheet["lm/analysis/redundancy_at/final/seed0"].paths["source"] == base.label
+
+
+def test_training_time_prunes_the_baseline_by_genre_pooled_and_stratified_and_scores_each_genre():
+    sheet = build(ROOT / "replications", DAG["tiny"])
+    base = "lm/baseline/none/0.0/seed1"
+    genres = ["lm_wisdom", "lm_prophets", "lm_letters"]
+    pooled = sheet["lm/posthoc_genre/genre-pooled/0.25/seed1"]
+    stratified = sheet["lm/posthoc_genre/genre-stratified/0.25/seed1"]
+    for e in (pooled, stratified):
+        assert e.command == "prune" and e.paths["source"] == base and e.after == (base,)
+        assert e.params == {"ratio": 0.25, "scorer": "similarity", "seed": 1, "scorer_params": {"pooling": "mean"}}
+        assert e.options["domains"] == genres and e.options["split"] == "train"  # scored on training books
+    assert stratified.options["stratify"] is True and "stratify" not in pooled.options
+    for arm, pruned in (("genre-pooled", pooled), ("genre-stratified", stratified)):
+        shift = sheet[f"lm/analysis/shift/{arm}/seed1"]
+        assert shift.paths == {"source": pruned.label, "reference": base} and shift.options["datasets"] == genres
+    line = command_line(stratified, "runs", "tiny", "data", 1)
+    assert "--domains lm_wisdom lm_prophets lm_letters" in line and "--stratify" in line and "--split train" in line
+    memory = sheet["lm/analysis/memory/oneshot/seed1"]
+    assert memory.options == {"cap_batch": 32} and memory.paths["reference"] == base

@@ -14,6 +14,7 @@ from pathlib import Path
 from heads.cli.common import (
     add_identity_option,
     add_run_options,
+    check_corpora,
     check_out_file,
     check_split,
     fail,
@@ -238,17 +239,7 @@ def cmd_shift(args: argparse.Namespace) -> int:
         raise fail(f"shift: {args.reference} reads text with another tokenizer than {args.source}; "
                    "the two models cannot be scored on the same tokens")
     cfg = loaded.cfg
-    if cfg.data.source != "offline":
-        raise fail(f"shift: the shipped corpora are shifts of the offline text; {args.source} reads "
-                   f"data.source={cfg.data.source}")
-    from heads.data.hub import DataError
-    from heads.data.prepare import offline_corpus
-
-    for name in args.datasets:  # refused by name before anything is evaluated
-        try:
-            offline_corpus(cfg.task, name)
-        except DataError as exc:
-            raise fail(f"shift: {exc}") from None
+    check_corpora(cfg, args.datasets, "shift")  # refused by name before anything is evaluated
     reference = load(ref_dir).to(loaded.placement.device)
     split = split or cfg.eval.split
 

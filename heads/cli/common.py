@@ -159,6 +159,42 @@ def scoring_batches(loaded: Loaded, split: str, n: int) -> list[dict]:
     return [loaded.placement.to(b) for b in batches]
 
 
+def check_corpora(cfg, datasets: list[str], command: str) -> None:
+    """Shipped corpora a run of ``cfg`` can be scored or evaluated on: the run reads the offline text, and each
+    corpus has the task's columns; refused by name before anything loads or runs."""
+    from heads.data.hub import DataError
+    from heads.data.prepare import offline_corpus
+
+    if cfg.data.source != "offline":
+        raise fail(f"{command}: the shipped corpora are of the offline text; the run reads data.source="
+                   f"{cfg.data.source}")
+    for name in datasets:
+        try:
+            offline_corpus(cfg.task, name)
+        except DataError as exc:
+            raise fail(f"{command}: {exc}") from None
+
+
+def domain_batches(loaded: Loaded, datasets: list[str], split: str, n: int, command: str) -> dict[str, list[dict]]:
+    """``{dataset: its first n batches of split}`` for shipped corpora with the task's columns (genres, shifted
+    translations), each refused by name before anything is scored."""
+    from dataclasses import replace
+
+    from heads.tasks.batching import eval_batches
+
+    cfg = loaded.cfg
+    check_corpora(cfg, datasets, command)
+    out = {}
+    for name in datasets:
+        c = replace(cfg, data=replace(cfg.data, dataset=name))
+        examples = loaded.task.examples(c, loaded.tokenizer, split)
+        found = list(eval_batches(examples, c.data.batch_size, loaded.task.collate, n * c.data.batch_size))
+        if not found:
+            raise fail(f"{command}: the {split} split of {name} has no examples")
+        out[name] = [loaded.placement.to(b) for b in found]
+    return out
+
+
 def check_out_file(out: Path | None) -> None:
     """A result file's --out may not be a folder, nor a record of a run or model folder (config.json ...)."""
     from heads.io import MODEL_ENTRIES, RUN_ENTRIES

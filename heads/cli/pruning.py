@@ -12,6 +12,7 @@ from heads.cli.common import (
     add_run_options,
     check_out_file,
     check_split,
+    domain_batches,
     fail,
     load_for_task,
     parse_params,
@@ -114,6 +115,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
     from heads.surgery import apply_layout, load, prune_heads, sites, uniform_layout
     from heads.surgery.persist import write_model
 
+    if args.stratify and not args.domains:
+        raise fail("prune: --stratify needs --domains (the domains to stratify by)")
     modes = [args.keep is not None, bool(args.remove), args.strategy is not None]
     if sum(modes) != 1:
         raise fail("prune: give exactly one of --keep K, --remove SITE:H,..., or --strategy NAME")
@@ -134,13 +137,19 @@ def cmd_prune(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             raise fail(f"prune: {exc}") from None
         check_split(args.split)
+        if args.domains and args.strategy != "posthoc":
+            raise fail(f"prune: --domains scores for the posthoc strategy, not {args.strategy!r}")
         loaded = load_for_task(args)
         model = loaded.model
+        n = getattr(strategy.params, "batches", 8)
+        if args.domains:
+            domains = domain_batches(loaded, args.domains, args.split, n, "prune")
+            batches = domains if args.stratify else [b for found in domains.values() for b in found]
+        else:
+            batches = scoring_batches(loaded, args.split, n)
         try:
             with loaded.placement.autocast():
-                remove = strategy.select(
-                    model, scoring_batches(loaded, args.split, getattr(strategy.params, "batches", 8))
-                )
+                remove = strategy.select(model, batches)
         except NotImplementedError as exc:
             raise fail(f"prune: {exc}; post-hoc strategies: posthoc, iterative") from None
     else:
@@ -164,7 +173,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
         write_model(model, tmp)
         if loaded is not None:
             loaded.tokenizer.save_pretrained(tmp)
-            record = {"strategy": args.strategy, "params": parse_params(args.param), "removed": remove}
+            record = {"strategy": args.strategy, "params": parse_params(args.param), "removed": remove,
+                      **({"domains": list(args.domains), "stratified": bool(args.stratify)} if args.domains else {})}
             write_json(tmp / "pruning.json", with_environment(record, model))
             if args.evaluate:
                 with loaded.placement.autocast():
@@ -321,6 +331,12 @@ def register(sub) -> None:
     p.add_argument("--strategy", help="a post-hoc strategy (posthoc, iterative) choosing the heads")
     p.add_argument("--param", nargs="*", default=[], metavar="KEY=VALUE", help="strategy parameters (ratio=0.3 ...)")
     p.add_argument("--split", default="validation", help="data the strategy scores on")
+    p.add_argument("--domains", nargs="+", metavar="DATASET",
+                   help="score on these shipped corpora (the task's columns; lm: lm_wisdom lm_prophets lm_letters, "
+                   "genres as domains) instead of the run's own data, the same number of batches from each")
+    p.add_argument("--stratify", action="store_true",
+                   help="with --domains: score each domain apart; a head is as prunable as in the domain where it "
+                   "matters most (D7's stratified view), not as on the domains pooled")
     p.add_argument("--evaluate", action="store_true", help="evaluate the pruned model (writes OUT/eval.json)")
     p.add_argument("--out", required=True, type=Path, help="folder to save the pruned checkpoint to")
     p.add_argument(

@@ -11,7 +11,8 @@ because almost none of their verses share most of their word 4-grams with a vers
 Tasks (columns):
 
 - ``lm``: World English Bible, one row per verse in canonical order (``text``); ``lm_kjv`` and ``lm_bbe`` the
-  same books in the King James Version and the Bible in Basic English: the LM's text under a distribution shift.
+  same books in the King James Version and the Bible in Basic English: the LM's text under a distribution shift;
+  ``lm_wisdom``, ``lm_prophets``, ``lm_letters`` the WEB books of one genre each (genres as domains, D7).
 - ``mt``: World English Bible -> Louis Segond 1910 verse pairs (``src``, ``tgt``).
 - ``cls``: paraphrase identification (``text_a``, ``text_b``, ``label``): a WEB verse with the same verse in
   the King James Version (1) or with a neighbouring KJV verse of the same chapter, 1 or 2 verses away (0).
@@ -41,8 +42,16 @@ WEB, KJV, LSG, BBE = "4", "k", "l", "3"
 VALIDATION_BOOKS = (21, 27, 46, 59)
 TEST_BOOKS = (25, 28, 43)
 SPLITS = ("train", "validation", "test")
-TASKS = ("lm", "mt", "cls", "cls_hard", "coherence", "lm_kjv", "lm_bbe")
+# The Bible's genres (book numbers, canonical order) behave as domains for the LM (D7): law, narrative history,
+# poetry and wisdom, prophecy, gospels and Acts, letters, apocalypse. The genres with a validation book
+# (Ecclesiastes, Daniel, 1 Corinthians, James) give per-genre corpora: training books as everywhere, their held-out
+# books split by chapter (lm below).
+GENRES = {"law": range(1, 6), "history": range(6, 18), "wisdom": range(18, 23), "prophets": range(23, 40),
+          "gospels": range(40, 45), "letters": range(45, 66), "apocalyptic": range(66, 67)}
+GENRE_CORPORA = ("lm_wisdom", "lm_prophets", "lm_letters")
+TASKS = ("lm", "mt", "cls", "cls_hard", "coherence", "lm_kjv", "lm_bbe", *GENRE_CORPORA)
 COLUMNS = {"lm": ("text",), "lm_kjv": ("text",), "lm_bbe": ("text",), "mt": ("src", "tgt"),
+           **{name: ("text",) for name in GENRE_CORPORA},
            "cls": ("text_a", "text_b", "label"), "cls_hard": ("text_a", "text_b", "label"),
            "coherence": ("text_a", "text_b", "label")}
 CLS_LABELS = ("different", "same")  # 0 = neighbouring verse, 1 = the same verse in another translation
@@ -78,13 +87,26 @@ def _spread(rows: list, limit: int | None) -> list:
     return [rows[i * len(rows) // limit] for i in range(limit)]
 
 
-def lm(limit: int | None = None, code: str = WEB) -> DatasetDict:
+def genre_of(book: int) -> str:
+    """The genre (:data:`GENRES`) of a book number."""
+    return next(name for name, books in GENRES.items() if book in books)
+
+
+def lm(limit: int | None = None, code: str = WEB, genre: str | None = None) -> DatasetDict:
     """Verses of one translation (WEB unless ``code``); with ``limit``, the first ``limit`` verses of each split
-    (contiguous text for an LM)."""
+    (contiguous text for an LM). With ``genre``, that genre's books only, and its held-out books (validation and
+    test alike: not every genre has a book in both) split by chapter, odd chapters to validation and even to
+    test, so every genre has both splits."""
     text = verses(code)
+    if genre is not None:
+        text = {k: t for k, t in text.items() if genre_of(k[0]) == genre}
     if code != WEB:  # Basic English leaves placeholders ("...") where it joined verses: no text to model
         text = {k: t for k, t in text.items() if words(t)}
     parts = _by_split(text)
+    if genre is not None:
+        held_out = sorted(parts["validation"] + parts["test"])
+        parts["validation"] = [k for k in held_out if k[1] % 2 == 1]
+        parts["test"] = [k for k in held_out if k[1] % 2 == 0]
     features = Features({"text": Value("string")})
     return DatasetDict(
         {
@@ -102,6 +124,21 @@ def lm_kjv(limit: int | None = None) -> DatasetDict:
 def lm_bbe(limit: int | None = None) -> DatasetDict:
     """The same books in the Bible in Basic English (an 850-word vocabulary): a larger shift."""
     return lm(limit, BBE)
+
+
+def lm_wisdom(limit: int | None = None) -> DatasetDict:
+    """WEB poetry and wisdom books (Job to the Song of Songs; held out: Ecclesiastes): one genre as a domain."""
+    return lm(limit, genre="wisdom")
+
+
+def lm_prophets(limit: int | None = None) -> DatasetDict:
+    """WEB prophets (Isaiah to Malachi; held out: Lamentations, Daniel, Hosea)."""
+    return lm(limit, genre="prophets")
+
+
+def lm_letters(limit: int | None = None) -> DatasetDict:
+    """WEB letters (Romans to Jude; held out: 1 Corinthians and James)."""
+    return lm(limit, genre="letters")
 
 
 def mt(limit: int | None = None) -> DatasetDict:
@@ -281,7 +318,9 @@ def coherence(limit: int | None = None, seed: int = SEED) -> DatasetDict:
 
 
 BUILDERS: dict[str, Callable[..., DatasetDict]] = {"lm": lm, "mt": mt, "cls": cls, "cls_hard": cls_hard,
-                                                   "coherence": coherence, "lm_kjv": lm_kjv, "lm_bbe": lm_bbe}
+                                                   "coherence": coherence, "lm_kjv": lm_kjv, "lm_bbe": lm_bbe,
+                                                   "lm_wisdom": lm_wisdom, "lm_prophets": lm_prophets,
+                                                   "lm_letters": lm_letters}
 
 
 def build(task: str, limit: int | None = None) -> DatasetDict:

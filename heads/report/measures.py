@@ -30,7 +30,7 @@ MEASURES = {
     "roles": ("kept_minus_pruned", "kept_mean", "pruned_mean"),
     "redundancy": ("redundancy_ratio", "max_similarity"),
     "redundancy_at": ("redundancy_ratio", "max_similarity"),
-    "shift": ("change", "gap"),
+    "shift": ("change", "gap", "worst"),
     "memory": ("batch_ratio", "peak_ratio", "optimizer_ratio", "largest_batch"),
 }
 KEYS = {
@@ -583,14 +583,19 @@ def _redundancy(tree: RunTree, sel: Mapping[str, Any]) -> Series:
 # -- distribution shift --------------------------------------------------------------------------------
 def _shift(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     """A pruned model against its reference (``heads shift``): ``change`` (its relative loss of quality; in
-    domain unless ``dataset`` names a shifted corpus) or ``gap`` (a shifted corpus's change minus the in-domain
-    one: positive when pruning costs more under the shift)."""
+    domain unless ``dataset`` names a shifted corpus), ``gap`` (a shifted corpus's change minus the in-domain
+    one: positive when pruning costs more under the shift) or ``worst`` (the largest change over the corpora it
+    was scored on: the domain pruning hurt most)."""
     task, how, arm, dataset = sel["task"], sel["measure"], str(sel["arm"]), sel.get("dataset")
     label = f"{task} shift {arm} {dataset or 'in domain'} {how}"
     if how == "gap" and dataset is None:
         return Series(label, missing=[f"{task}: a gap needs the shifted dataset it is measured on"])
 
     def fn(data: dict) -> float | None:
+        if how == "worst":  # the change on the corpus (domain) that pruning cost most
+            rows = list((data.get("shifted") or {}).values())
+            changes = [number(r.get("change")) if isinstance(r, dict) else None for r in rows]
+            return max(changes) if changes and None not in changes else None
         row = data.get("in_domain") if dataset is None else (data.get("shifted") or {}).get(str(dataset))
         return number(row.get(how)) if isinstance(row, dict) else None
 

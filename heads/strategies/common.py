@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from heads.config import ConfigError
-from heads.scoring import compute_scores, get_scorer
+from heads.scoring import compute_scores, get_scorer, stratified_scores
 from heads.scoring.select import group_sizes, select
 from heads.surgery import head_layout
 from heads.train.loop import Hook
@@ -33,8 +33,9 @@ class Selection:
         if self.scope not in SCOPES:
             raise ConfigError(f"strategy.params.scope: {self.scope!r} is not one of {list(SCOPES)}")
 
-    def choose(self, model: nn.Module, batches: Iterable[dict], ratio: float, seed_offset: int = 0) -> dict:
-        """Heads to remove: the lowest-scoring ``ratio`` of the current heads."""
+    def choose(self, model: nn.Module, batches: Iterable[dict] | Mapping[str, Iterable[dict]], ratio: float,
+               seed_offset: int = 0) -> dict:
+        """Heads to remove: the lowest-scoring ``ratio`` of the current heads (``{domain: batches}``: stratified)."""
         params = dict(self.scorer_params)
         # A seeded scorer (random) draws from the selection's seed unless told otherwise, so every seed, every
         # level of a curve and every order draws its own scores (a fixed scorer seed made them all one order).
@@ -88,10 +89,18 @@ def score_and_select(
     seed: int = 0,
     scorer_params: Mapping | None = None,
 ) -> dict[str, list[int]]:
-    """Heads to remove: the lowest-scoring ``ratio`` of the current heads (whole groups under GQA)."""
+    """Heads to remove: the lowest-scoring ``ratio`` of the current heads (whole groups under GQA).
+
+    ``batches`` may be ``{domain: batches}``: then each domain is scored apart and a head is as prunable as it is
+    in the domain where it matters most (:func:`heads.scoring.stratified_scores`, D7)."""
     if ratio <= 0:
         return {}
-    scores = compute_scores(scorer, model, list(batches), **dict(scorer_params or {}))
+    if isinstance(batches, Mapping):
+        get = get_scorer(scorer)
+        domains = {name: list(b) for name, b in batches.items()}
+        scores = stratified_scores(get, model, domains, get.params(**dict(scorer_params or {})))
+    else:
+        scores = compute_scores(scorer, model, list(batches), **dict(scorer_params or {}))
     return select(
         scores, ratio, scope=scope, floor=floor, seed=seed, layout=head_layout(model), group_size=group_sizes(model)
     )

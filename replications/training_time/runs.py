@@ -51,6 +51,28 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                 out.append(RunSpec(analysis_label(task, kind, arm, seed=seed), kind, REPLICATION, task, seed,
                                    kind, arm, options=options, paths={"source": model.label, "reference": base.label},
                                    after=(model.label, base.label)))
+        out += genre_pruning(task, base.label, seed, s["genre_domains"], s["genre_ratio"], pooling)
+    return out
+
+
+def genre_pruning(task: str, base: str, seed: int, domains: list[str], ratio: float, pooling: str) -> list[RunSpec]:
+    """D7, genres as domains: the trained baseline pruned to ``ratio`` by similarity on the genres' training text,
+    pooled and stratified (a head goes only if it is redundant in every genre), each then scored against the
+    baseline on every genre's validation books (``heads shift``): does pooling cost one genre more?"""
+    if not domains:
+        return []
+    out = []
+    for arm, stratify in (("genre-pooled", False), ("genre-stratified", True)):
+        pruned = RunSpec(run_label(task, "posthoc_genre", arm, ratio, seed), "prune", REPLICATION, task, seed,
+                         "posthoc_genre", arm, ratio, strategy="posthoc",
+                         params={"ratio": ratio, "scorer": "similarity", "seed": seed,
+                                 "scorer_params": {"pooling": pooling}},
+                         options={"split": "train", "domains": list(domains), **({"stratify": True} if stratify else {})},
+                         paths={"source": base}, after=(base,))
+        out.append(pruned)
+        out.append(RunSpec(analysis_label(task, "shift", arm, seed=seed), "shift", REPLICATION, task, seed, "shift",
+                           arm, options={"task": True, "datasets": list(domains)},
+                           paths={"source": pruned.label, "reference": base}, after=(pruned.label, base)))
     return out
 
 
