@@ -212,6 +212,9 @@ def check(entries: Iterable[RunSpec]) -> dict[str, RunSpec]:
             raise SheetError(f"{e.label}: command {e.command!r} is not one of {sorted(COMMANDS)}")
         if not isinstance(e.seed, int) or isinstance(e.seed, bool) or e.seed < 0:
             raise SheetError(f"{e.label}: seed must be an integer >= 0, got {e.seed!r}")
+        if e.command == "prune" and e.options.get("evaluate") is not True:
+            # its done file, summary.json, is what --evaluate writes: without it the job would never be done
+            raise SheetError(f"{e.label}: a prune entry needs options evaluate: true (it writes summary.json)")
         old = sheet.get(e.label)
         if old is None:
             sheet[e.label] = e

@@ -2,6 +2,7 @@
 
 import json
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -170,6 +171,7 @@ def test_training_time_prunes_the_baseline_by_genre_pooled_and_stratified_and_sc
         assert e.command == "prune" and e.paths["source"] == base and e.after == (base,)
         assert e.params == {"ratio": 0.25, "scorer": "similarity", "seed": 1, "scorer_params": {"pooling": "mean"}}
         assert e.options["domains"] == genres and e.options["split"] == "train"  # scored on training books
+        assert e.options["evaluate"] is True  # a post-hoc folder is done when its evaluation is written
     assert stratified.options["stratify"] is True and "stratify" not in pooled.options
     for arm, pruned in (("genre-pooled", pooled), ("genre-stratified", stratified)):
         shift = sheet[f"lm/analysis/shift/{arm}/seed1"]
@@ -178,3 +180,12 @@ def test_training_time_prunes_the_baseline_by_genre_pooled_and_stratified_and_sc
     assert "--domains lm_wisdom lm_prophets lm_letters" in line and "--stratify" in line and "--split train" in line
     memory = sheet["lm/analysis/memory/oneshot/seed1"]
     assert memory.options == {"cap_batch": 32} and memory.paths["reference"] == base
+
+
+def test_a_prune_entry_must_evaluate_or_it_would_never_be_done():
+    base = baseline("r", "lm", 0)
+    pruned = RunSpec("lm/posthoc/x/0.5/seed0", "prune", "r", "lm", 0, "posthoc", "x", 0.5, strategy="posthoc",
+                     params={"ratio": 0.5}, paths={"source": base.label}, after=(base.label,))
+    with pytest.raises(SheetError, match="evaluate"):
+        check([base, pruned])
+    assert pruned.label in check([base, replace(pruned, options={"evaluate": True})])

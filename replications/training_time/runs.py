@@ -67,7 +67,8 @@ def genre_pruning(task: str, base: str, seed: int, domains: list[str], ratio: fl
                          "posthoc_genre", arm, ratio, strategy="posthoc",
                          params={"ratio": ratio, "scorer": "similarity", "seed": seed,
                                  "scorer_params": {"pooling": pooling}},
-                         options={"split": "train", "domains": list(domains), **({"stratify": True} if stratify else {})},
+                         options={"split": "train", "domains": list(domains), "evaluate": True,
+                                  **({"stratify": True} if stratify else {})},
                          paths={"source": base}, after=(base,))
         out.append(pruned)
         out.append(RunSpec(analysis_label(task, "shift", arm, seed=seed), "shift", REPLICATION, task, seed, "shift",
