@@ -892,3 +892,20 @@ def test_shift_rows_orient_the_cost_so_that_larger_is_worse():
     rows = shift_rows(fake, "m", "r", ["x"], "perplexity")
     assert rows["in_domain"]["change"] == pytest.approx(0.1)
     assert rows["shifted"]["x"]["change"] == pytest.approx(0.32) and rows["shifted"]["x"]["gap"] == pytest.approx(0.22)
+
+
+def test_a_replications_ledger_names_the_environments_of_what_its_claims_read(tree_root, tmp_path):
+    """Another replication's runs of the same task, finished or not when this one renders, never change its
+    ledger files (environments.json included): the kill-and-resume run renders them in another order."""
+    import shutil
+
+    lean = tmp_path / "lean"
+    shutil.copytree(tree_root, lean)
+    shutil.rmtree(lean / "mt" / "posthoc")  # overprovisioning's, not voita2019's
+    for root, out in ((tree_root, tmp_path / "full"), (lean, tmp_path / "lean_out")):
+        assert _cli(["report", "--runs", str(root), "--replication", "voita2019", "--replications",
+                     str(REPLICATIONS), "--tasks", "mt", "--only", "claims", "--out", str(out)]) == 0
+    kinds = (".csv", ".md", ".json")
+    assert _bytes(tmp_path / "full", kinds) == _bytes(tmp_path / "lean_out", kinds)
+    records = json.loads((tmp_path / "full" / "environments.json").read_text())["records"]
+    assert records and not any("/posthoc/" in k for k in records)

@@ -106,7 +106,7 @@ def cmd_claims(args: argparse.Namespace) -> int:
         tree = _tree(args.runs)
         results = evaluate_all(claims, tree, measurement)
         _warn(tree)
-        written = write_ledger(results, args.out, tree.environment_note(), tree)
+        written = write_ledger(results, args.out, tree.environment_note(read_only=True), tree)
     for path in written:
         print(path)
     counts = Counter(r.verdict for r in results)

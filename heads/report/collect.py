@@ -283,7 +283,15 @@ class RunTree:
         self.target_tol = target_tol
         self.only = None if tasks is None else frozenset(tasks)
         self.problems: list[str] = []
+        self.reset_reads()
         self.runs: list[Run] = self._scan()
+        self.reset_reads()  # what the scan itself looked up (targets, trivial baselines) is no reader's
+
+    def reset_reads(self) -> None:
+        """Start noting which records are read (:meth:`environments` with ``read_only``): a ledger names the
+        environments of what its claims read, not of every run that happened to be in the tree."""
+        self._read_runs: set[str] = set()
+        self._read_kinds: set[tuple[str, str]] = set()
 
     # -- runs ----------------------------------------------------------------------------------------
     def _scan(self) -> list[Run]:
@@ -347,19 +355,24 @@ class RunTree:
         self._analyses.setdefault((task, kind), {}).setdefault(arm, {})[int(ident["seed"])] = data
         self._knobs[(task, kind, arm)] = number(ident.get("knob"))
 
-    def environment_note(self) -> str | None:
+    def environment_note(self, read_only: bool = False) -> str | None:
         """None when every run and analysis read names the same environment; else what differs (a table or
         ledger built from runs of several machines or package versions says so)."""
         from heads.env import describe_mix
 
-        envs = list(self.environments().values())
+        envs = list(self.environments(read_only).values())
         return describe_mix(envs) if envs else None
 
-    def environments(self) -> dict[str, dict | None]:
-        """The environment each record read names, by the record's path in the tree (runs and analyses), so
-        ledgers of several replications can be merged without counting a shared run twice."""
-        envs = {r.name: r.summary.get("environment") for r in self.runs if not r.failed}
+    def environments(self, read_only: bool = False) -> dict[str, dict | None]:
+        """The environment each record names, by the record's path in the tree (runs and analyses), so ledgers
+        of several replications can be merged without counting a shared run twice. ``read_only``: only the
+        records read since :meth:`reset_reads` (runs selected, kinds of analysis looked up), so what other
+        replications' runs happen to be in the tree never changes a ledger."""
+        envs = {r.name: r.summary.get("environment") for r in self.runs if not r.failed
+                and (not read_only or r.name in self._read_runs)}
         for (task, kind), arms in sorted(self._analyses.items()):
+            if read_only and (task, kind) not in self._read_kinds:
+                continue
             for arm, seeds in sorted(arms.items()):
                 for seed, data in sorted(seeds.items()):
                     if isinstance(data, dict):
@@ -367,6 +380,7 @@ class RunTree:
         return envs
 
     def _arms(self, task: str, kind: str) -> dict[str, dict]:
+        self._read_kinds.add((task, kind))
         return self._analyses.get((task, kind), {})
 
     def knob(self, task: str, kind: str, arm: str) -> float | None:
@@ -434,7 +448,9 @@ class RunTree:
         """Runs of ``task`` matching the given exact values (None: any)."""
         want = {"variant": variant, "strategy": strategy, "ratio": ratio, "seed": seed}
         want = {k: v for k, v in want.items() if v is not None}
-        return [r for r in self.runs if r.task == task and _matches(r, want)]
+        found = [r for r in self.runs if r.task == task and _matches(r, want)]
+        self._read_runs.update(r.name for r in found)
+        return found
 
     @property
     def tasks(self) -> list[str]:

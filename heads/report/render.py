@@ -75,9 +75,12 @@ def _table(name: str, tree: RunTree):
 def _claims_page(name: str, tree: RunTree, out: Path, replications: str | Path) -> list[Path]:
     """The replication's ledger: ``claims.md``, ``claims.csv``, its tasks' ``baselines.{csv,md}`` and the
     environments its records name: what :mod:`heads.report.ledger` merges into the whole ledger."""
+    tree.reset_reads()  # the environments of what the claims read, whatever the tables read before
     results = evaluate_all(load_all(replications, [name]), tree)
-    written = write_ledger(results, out, tree.environment_note(), tree, title=f"Claims: {name}", page="claims.md")
-    return [*written, write_environments(out, tree.environments())]
+    envs = tree.environments(read_only=True)
+    written = write_ledger(results, out, tree.environment_note(read_only=True), tree, title=f"Claims: {name}",
+                           page="claims.md")
+    return [*written, write_environments(out, envs)]
 
 
 def _render_one(name: str, kinds: dict, tree: RunTree, out: Path, replications, only: str) -> list[Path]:
