@@ -234,8 +234,15 @@ def summary_markdown(rows: list[dict], runs: Path, jobs: int, notes: list[str] =
     finals, statuses = {}, {}
     for name in sorted({r["candidate"] for r in rows}):
         record = runs / f"{name}.train.json"
-        status = statuses[name] = json.loads(record.read_text())["status"] if record.is_file() else "not trained here"
         got = finals[name] = _final(rows, name)
+        if record.is_file():
+            status = json.loads(record.read_text())["status"]
+        else:  # trained in an earlier session whose run folders are gone: sizing.csv says how far it got
+            steps = next((int(o.split("=")[1]) for o in CANDIDATES.get(name, ("", []))[1]
+                          if o.startswith("train.steps=")), None)
+            reached = int(got["loss"]["step"]) if got["loss"] else None
+            status = "finished" if steps is not None and reached == steps else "stopped before its steps"
+        statuses[name] = status
         loss, scored = got["loss"], got["scored"]
         task = CANDIDATES[name][0] if name in CANDIDATES else "?"
         metric = f"{scored['metric']} {float(scored['value']):.4g} at step {scored['step']}" if scored else "–"
