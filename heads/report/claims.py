@@ -187,13 +187,18 @@ def check_preconditions(claim: Claim, tree: RunTree) -> tuple[str, str | None]:
     return "met: " + "; ".join(met), None
 
 
+def declared_not_tested(claim: Claim) -> ClaimResult:
+    """The row of a claim its spec declares untestable (``not_tested``: why), whatever the runs hold."""
+    return ClaimResult(claim, NOT_TESTED, note=claim.not_tested, precondition="not met: " + claim.not_tested)
+
+
 def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     """One claim against the runs (never raises for missing or broken data).
 
     No seed is left out silently: one that could not be measured (missing, unpaired, an undefined ratio, a run
     that pruned nothing) makes the claim inconclusive with the reason, and the effect over the others is shown."""
     if claim.not_tested:
-        return ClaimResult(claim, NOT_TESTED, note=claim.not_tested, precondition="not met: " + claim.not_tested)
+        return declared_not_tested(claim)
     precondition, blocked = check_preconditions(claim, tree)
     try:
         a = measure(tree, claim.a)
@@ -210,8 +215,8 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     unmeasured = [m for s in sides for m in s.missing] + unpaired
     notes = [n for s in sides for n in s.notes]
     decision = Decision(INCONCLUSIVE)
-    binomial = _one_count(claim, per_seed, a, b)
-    if binomial is not None and est.n >= MIN_SEEDS:
+    binomial = _one_count(claim, per_seed, a, b) if est.n >= MIN_SEEDS else None
+    if binomial is not None:
         (k, n) = binomial
         low, high = clopper_pearson(k, n)
         est = replace(est, ci_low=low, ci_high=high)
@@ -250,7 +255,7 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
         parts.append(claim.note)
     return ClaimResult(claim, result, est, None if binomial else effect_size(est, claim.null), per_seed,
                        "; ".join(p for p in parts if p), decision.p_value, precondition,
-                       method_used=METHOD_BINOMIAL if binomial and est.n >= MIN_SEEDS else "")
+                       method_used=METHOD_BINOMIAL if binomial else "")
 
 
 def _one_count(claim: Claim, per_seed: dict[int, float], a: Series, b: Series | None) -> tuple[int, int] | None:

@@ -19,11 +19,11 @@ from heads.env import describe_mix
 from heads.io import write_json
 from heads.report.baselines import COLUMNS as BASELINE_COLUMNS
 from heads.report.baselines import baselines_caption
-from heads.report.claims import CSV_COLUMNS, EXTRA_COLUMNS, ClaimResult
+from heads.report.claims import CSV_COLUMNS, EXTRA_COLUMNS, ClaimResult, declared_not_tested
 from heads.report.fmt import Table
 from heads.report.robustness import robustness
 from heads.report.spec import Claim
-from heads.report.stats import INCONCLUSIVE, METHOD, METHOD_BINOMIAL, METHOD_EXAMPLES, NOT_TESTED, Estimate
+from heads.report.stats import INCONCLUSIVE, METHOD, METHOD_BINOMIAL, METHOD_EXAMPLES, Estimate
 
 ENVIRONMENTS = "environments.json"
 BASELINES = "baselines.csv"
@@ -81,7 +81,7 @@ def read_ledger(path: str | Path, claims: Mapping[str, Claim]) -> list[ClaimResu
 
 def _missing(claim: Claim) -> ClaimResult:
     if claim.not_tested:
-        return ClaimResult(claim, NOT_TESTED, note=claim.not_tested, precondition="not met: " + claim.not_tested)
+        return declared_not_tested(claim)
     return ClaimResult(claim, INCONCLUSIVE, note=f"not run: no ledger of replication {claim.replication!r} "
                        f"was merged (its target, `snakemake {claim.replication}`, has not run at this scale)",
                        precondition="not measured")
