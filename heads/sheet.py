@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -257,6 +257,21 @@ def baseline(replication: str, task: str, seed: int, config: dict | None = None)
     """The full model trained from scratch: one per task and seed, shared by every replication."""
     return RunSpec(run_label(task, "baseline", "none", 0.0, seed), "train", replication, task, seed,
                    config=config or {})
+
+
+LONGER = "baseline_2x"  # the variant of a baseline trained twice its steps (the convergence precondition's yardstick)
+
+
+def longer_baselines(replication: str, longer: Mapping[str, Any] | None, seeds: Sequence[int]) -> list[RunSpec]:
+    """``longer`` (``{task, steps, seeds: n}``): the baseline of ``task`` trained for ``steps`` (twice its preset's)
+    on the first ``n`` of ``seeds``. A baseline is converged when its final validation loss is within a stated
+    share of this run's (replications/preconditions.yaml: lm-converged); replications declare it alike and share
+    it."""
+    if not longer:
+        return []
+    return [RunSpec(run_label(longer["task"], LONGER, "none", 0.0, seed), "train", replication, longer["task"],
+                    seed, LONGER, config={"train": {"steps": int(longer["steps"])}})
+            for seed in list(seeds)[:int(longer["seeds"])]]
 
 
 # -- the command line of an entry --------------------------------------------------------------------------

@@ -87,6 +87,21 @@ def test_c3_trains_the_scratch_layout_for_the_l0_models_total_steps(preset):
     assert scratch and all(e.config["train"]["steps"] == settings["scratch_steps"] for e in scratch)
 
 
+@pytest.mark.parametrize("preset", ["smoke", "tiny", "small", "paper"])
+def test_the_convergence_yardstick_is_the_lm_baseline_trained_twice_its_steps_once(preset):
+    """lm-converged compares the baseline with itself trained twice as long: both replications that need it
+    declare the same run (trained once), at twice the preset's steps, and nothing else differs."""
+    from heads.presets import preset as load_preset
+
+    steps = load_preset(preset)["tasks"]["lm"]["train"]["steps"]
+    sheet = build(ROOT / "replications", DAG[preset])
+    longer = [e for e in sheet.runs.values() if e.variant == "baseline_2x"]
+    assert [e.label for e in longer] == ["lm/baseline_2x/none/0.0/seed0"]
+    assert longer[0].config == {"train": {"steps": 2 * steps}} and longer[0].command == "train"
+    for name in ("overprovisioning", "training_time"):
+        assert longer[0].label in sheet.of[name]
+
+
 def test_the_jobs_threads_and_gpus_reach_the_command_line():
     """Threads are the job's, whatever it runs; a training run on several GPUs is one torchrun process per GPU
     sharing them out, while analyses and pruning stay one process."""

@@ -2,8 +2,9 @@
 
 A claim is only testable where its models can show it (replications/preconditions.yaml); this table puts the
 numbers those preconditions read side by side, per task, over seeds: the baseline's task metric on the
-evaluation split, how much its validation loss still fell over the last half of training (the convergence
-measure), and the trivial baselines of the same examples (``heads trivial``: word overlap for pair tasks).
+evaluation split, how far its final validation loss lies above the same model's trained twice as long (the
+convergence precondition's measure, on the seeds that longer run has) and how much it still fell over its
+last half of training, and the trivial baselines of the same examples (``heads trivial``: word overlap for pair tasks).
 ``heads claims`` writes it beside the ledger (``OUT/baselines.csv``).
 """
 
@@ -13,11 +14,15 @@ import math
 
 from heads.report.collect import BASELINE, RunTree, number
 from heads.report.fmt import Table
+from heads.report.measures import against_yardstick, measure
 from heads.report.tables import ci
+from heads.sheet import LONGER
 
 COLUMNS = ["task", "model", "metric", "value", "ci_low", "ci_high", "n_seeds", "name", "n_failed"]
-# the convergence measure the LM precondition reads, shown for every trained baseline
+# how much a trained baseline's validation loss still fell over its last half, shown for every one
 CONVERGENCE = "late_improvement"
+# the convergence the LM precondition reads: final validation loss over the same model's trained twice as long
+YARDSTICK = "loss_over_2x"
 
 
 def baselines_table(tree: RunTree) -> Table:
@@ -35,6 +40,7 @@ def baselines_table(tree: RunTree) -> Table:
                 values = [v for v in values if v is not None and math.isfinite(v)]
                 if values or failed:
                     rows.append([task, "baseline", fld, *ci(values, fld), len(values), runs[0].group, failed])
+            rows += _yardstick_rows(tree, task)
         trivial: dict[str, list[float]] = {}
         for _, data in sorted(tree.trivial(task).items()):
             for name, result in sorted(((data or {}).get("baselines") or {}).items()):
@@ -46,9 +52,23 @@ def baselines_table(tree: RunTree) -> Table:
     return Table("Baselines", COLUMNS, rows, caption=baselines_caption())
 
 
+def _yardstick_rows(tree: RunTree, task: str) -> list[list]:
+    """The baseline's final validation loss relative to its longer-trained yardstick's (where one ran)."""
+    longer = tree.select(task, LONGER, "none", 0.0)
+    if not longer:
+        return []
+    side = {"from": "run", "task": task, "strategy": "none", "ratio": 0.0, "field": "final_val_loss"}
+    gaps, _ = against_yardstick(measure(tree, {**side, "variant": BASELINE["variant"]}),
+                                measure(tree, {**side, "variant": LONGER}))
+    values = list(gaps.values())
+    return [[task, "baseline", YARDSTICK, *ci(values), len(values), longer[0].group, len(longer) - len(values)]]
+
+
 def baselines_caption() -> str:
-    return ("What each task's models reach before pruning: the trained baseline's metric on the evaluation split and "
-            f"`{CONVERGENCE}` (its validation loss's relative fall over the last half of training: near 0 when "
-            "converged), beside trivial baselines of the same examples (`name`: word overlap for pair tasks); means "
+    return ("What each task's models reach before pruning: the trained baseline's metric on the evaluation split, "
+            f"`{YARDSTICK}` (its final validation loss relative to the same model's trained twice as long, on the "
+            "seeds that run has: at most 0.02 when converged, negative when the longer run overfits) and "
+            f"`{CONVERGENCE}` (its validation loss's relative fall over the last half of training), beside trivial "
+            "baselines of the same examples (`name`: word overlap for pair tasks); means "
             "over seeds with Student-t 95 % intervals, clipped to what the metric can take. The claims' "
             "preconditions (replications/preconditions.yaml) read these numbers.")

@@ -74,6 +74,22 @@ class Series:
     counts: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
+def against_yardstick(a: Series, b: Series) -> tuple[dict[int, float], list[str]]:
+    """``(a - b) / |b|`` per seed of the yardstick ``b`` (run on fewer seeds, e.g. the baseline trained twice as
+    long), and what kept any seed from being measured: a failure or gap of either side, or a yardstick seed
+    ``a`` has no value for."""
+    problems = list(a.failed.values()) + a.missing + list(b.failed.values()) + b.missing
+    values = {}
+    for seed, y in sorted(b.values.items()):
+        if seed not in a.values:
+            problems.append(f"seed {seed}: no value to compare with its yardstick")
+        elif y == 0:
+            problems.append(f"seed {seed}: the yardstick is 0")
+        else:
+            values[seed] = (a.values[seed] - y) / abs(y)
+    return values, problems
+
+
 @dataclass(frozen=True)
 class Share:
     """A measure that is ``k`` of ``n`` units: :func:`_per_seed` keeps its value and its counts."""

@@ -17,7 +17,7 @@ KINDS = {"value": 0.0, "paired_difference": 0.0, "paired_ratio": 1.0}  # kind ->
 REQUIRED = ("id", "text")
 KNOWN = {"id", "text", "task", "kind", "a", "b", "direction", "tolerance", "null_value", "relative", "paper_value",
          "paper", "note", "not_tested", "target", "test", "margin", "requires"}
-PRECONDITION_KEYS = {"what", "a", "at_least", "at_most", "why"}
+PRECONDITION_KEYS = {"what", "a", "b", "at_least", "at_most", "why"}
 # Preconditions every replication may name (replications/preconditions.yaml); a claims.yaml may add its own.
 SHARED = "preconditions.yaml"
 
@@ -28,7 +28,8 @@ class ClaimSpecError(ValueError):
 
 @dataclass(frozen=True)
 class Precondition:
-    """What a claim's models must reach for the claim to apply: every seed's ``a`` within the bounds."""
+    """What a claim's models must reach for the claim to apply: every seed's ``a`` within the bounds; with ``b``,
+    every seed that has both: ``(a - b) / |b|`` (a run against a yardstick run, e.g. itself trained longer)."""
 
     name: str
     what: str
@@ -36,6 +37,7 @@ class Precondition:
     at_least: float | None = None
     at_most: float | None = None
     why: str = ""
+    b: dict | None = None
 
     def bound(self) -> str:
         return " and ".join(x for x in (f">= {self.at_least:g}" if self.at_least is not None else "",
@@ -131,7 +133,7 @@ def _selector(raw: Any, claim: Mapping, where: str) -> dict:
 
 
 def parse_precondition(name: str, raw: Any, where: str) -> Precondition:
-    """One named precondition: ``{what, a: <selector>, at_least | at_most, why}``."""
+    """One named precondition: ``{what, a: <selector>, [b: <selector>], at_least | at_most, why}``."""
     if not isinstance(raw, Mapping):
         raise ClaimSpecError(f"{where}: precondition {name!r} must be a mapping")
     unknown = sorted(set(raw) - PRECONDITION_KEYS)
@@ -146,7 +148,8 @@ def parse_precondition(name: str, raw: Any, where: str) -> Precondition:
     except (TypeError, ValueError):
         raise ClaimSpecError(f"{where}: precondition {name!r}: at_least/at_most must be numbers") from None
     sel = _selector(raw["a"], {}, f"{where}: precondition {name}.a")
-    return Precondition(name, str(raw.get("what", name)), sel, low, high, str(raw.get("why", "")).strip())
+    b = _selector(raw["b"], {}, f"{where}: precondition {name}.b") if raw.get("b") is not None else None
+    return Precondition(name, str(raw.get("what", name)), sel, low, high, str(raw.get("why", "")).strip(), b)
 
 
 def parse_preconditions(raw: Any, where: str) -> dict[str, Precondition]:

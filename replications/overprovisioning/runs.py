@@ -1,7 +1,7 @@
 """Over-provisioning: a baseline pruned post hoc (with and without a short fine-tune) vs fewer heads from scratch;
 and (A3) grouped-query and narrower models, their redundancy and what post-hoc pruning costs them."""
 
-from heads.sheet import RunSpec, analysis_label, baseline, run_label
+from heads.sheet import RunSpec, analysis_label, baseline, longer_baselines, run_label
 
 REPLICATION = "overprovisioning"
 
@@ -17,7 +17,8 @@ def _posthoc(task: str, source: str, variant: str, arm: str, ratio: float, seed:
 def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
     """Per task and seed: the baseline; per ratio, the pruned baseline, its fine-tune and a uniform scratch run;
     per matched ratio, a scratch run at the exact layout the pruned baseline ended with; with ``gqa``, the
-    grouped-query and narrow models of A3."""
+    grouped-query and narrow models of A3; with ``longer_baseline``, the baseline trained twice as long (whether
+    the baseline has converged)."""
     out = []
     scorer = settings["scorer"]
     for task, ratios in settings["ratios"].items():
@@ -43,7 +44,7 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                                    paths={"strategy.params.layout_from": f"{pruned}/config.json"}, after=(pruned,)))
     if settings.get("gqa"):
         out += gqa_runs(settings["gqa"], seeds, scorer)
-    return out
+    return out + longer_baselines(REPLICATION, settings.get("longer_baseline"), seeds)
 
 
 def gqa_runs(g: dict, seeds: list[int], scorer: str) -> list[RunSpec]:

@@ -1,7 +1,7 @@
 """Training-time pruning: one-shot similarity pruning, curriculum waves and the attention-dropout regime
 against the baseline, on the same seeds; and how redundant the baseline's heads are as it trains."""
 
-from heads.sheet import RunSpec, SheetError, analysis_label, baseline, run_label
+from heads.sheet import RunSpec, SheetError, analysis_label, baseline, longer_baselines, run_label
 
 REPLICATION = "training_time"
 
@@ -13,7 +13,7 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
     similarity; the baseline's redundancy at each of ``redundancy_steps`` (its snapshots) and at the end; each of
     ``shift_arms`` against the baseline in domain and on ``shift_datasets`` (a distribution shift); each of
     ``memory_arms`` against the baseline's training-step memory (the largest batch within its peak at
-    ``memory_cap_batch``)."""
+    ``memory_cap_batch``); with ``longer_baseline``, the baseline trained twice as long (whether it converged)."""
     s, task, out = settings, settings["task"], []
     pooling, steps = s["pooling"], list(s["redundancy_steps"])
     for seed in seeds:
@@ -52,7 +52,7 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                                    kind, arm, options=options, paths={"source": model.label, "reference": base.label},
                                    after=(model.label, base.label)))
         out += genre_pruning(task, base.label, seed, s["genre_domains"], s["genre_ratio"], pooling)
-    return out
+    return out + longer_baselines(REPLICATION, s.get("longer_baseline"), seeds)
 
 
 def genre_pruning(task: str, base: str, seed: int, domains: list[str], ratio: float, pooling: str) -> list[RunSpec]:
