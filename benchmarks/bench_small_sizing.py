@@ -41,6 +41,10 @@ CANDIDATES: dict[str, tuple[str, list[str]]] = {
     "mt-2x128": ("mt", ["model.layers=2", "model.d=128", "model.heads=8", "model.vocab=4000"]),
     "mt-3x256": ("mt", ["model.layers=3", "model.d=256", "model.heads=8", "model.ff=1024", "model.vocab=4000"]),
     "mt-4x256": ("mt", ["model.layers=4", "model.d=256", "model.heads=8", "model.ff=1024", "model.vocab=4000"]),
+    # the small preset's Marian (2+2 x 128, 2000-token BPE, batch 32 x 48 tokens, label smoothing as the preset):
+    # the shape the DAG trains at 0.29 s a step, given the recipe's schedule and all the steps its budget allows
+    "mt-2x128-b32": ("mt", ["model.layers=2", "model.d=128", "model.heads=8", "model.vocab=2000",
+                            "data.seq_len=48", "data.batch_size=32", "train.label_smoothing=0.1"]),
     # the tiny Llama (4 x 128, 8 heads) at S and 2S steps
     "lm-4x128-1200": ("lm", ["train.steps=1200", "train.warmup=100", "train.eval_every=100"]),
     "lm-4x128-2400": ("lm", ["train.steps=2400", "train.warmup=100", "train.eval_every=100"]),

@@ -225,6 +225,40 @@ def test_redundancy_command_writes_one_row_per_definition(saved, cli, tmp_path, 
         cli(["redundancy", str(saved["full"]), "--task", "lm", "--preset", "smoke", "--threshold", "1.5"])
 
 
+def test_redundancy_on_domains_is_stratified_with_each_domains_own_ratio_and_the_pooled_one(saved, cli, tmp_path):
+    """D7's redundancy view: a head is redundant (stratified) only if it is in every genre; each genre's own ratio
+    and the genres pooled are kept beside it, recomputed here from the same batches the command drew."""
+    from heads.analysis.redundancy import redundancy
+    from heads.cli.common import domain_batches, load_for_task
+    from heads.surgery import load
+
+    out = tmp_path / "genres.json"
+    genres = ["lm_wisdom", "lm_letters"]
+    assert cli(["redundancy", str(saved["full"]), "--task", "lm", "--preset", "smoke", saved["data"], "--batches", "2",
+                "--domains", *genres, "--threshold", "0.2", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["domains"] == genres and result["batches"] == 4
+    views = {(r["view"], r["pooling"]): r for r in result["rows"]}
+    assert set(views) == {(v, p) for v in ("stratified", "pooled") for p in ("token", "mean")}
+    args = argparse.Namespace(source=str(saved["full"]), task="lm", preset="smoke", config=None,
+                              overrides=[saved["data"]])
+    domains = domain_batches(load_for_task(args, head=False), genres, "validation", 2, "test")
+    model = load(saved["full"])
+    for pooling in ("token", "mean"):
+        strat = views[("stratified", pooling)]
+        assert set(strat["domains"]) == set(genres)
+        assert strat["redundancy_ratio"] <= min(d["redundancy_ratio"] for d in strat["domains"].values())
+        for genre in genres:
+            own = redundancy(model, domains[genre], poolings=[pooling], threshold=0.2)[0]
+            assert strat["domains"][genre]["redundancy_ratio"] == pytest.approx(own["redundancy_ratio"])
+        pooled = redundancy(model, [b for g in genres for b in domains[g]], poolings=[pooling], threshold=0.2)[0]
+        assert views[("pooled", pooling)]["redundancy_ratio"] == pytest.approx(pooled["redundancy_ratio"])
+    # at this threshold a quarter of the heads look redundant on the genres pooled, none in every genre
+    assert views[("pooled", "mean")]["redundancy_ratio"] > views[("stratified", "mean")]["redundancy_ratio"]
+    with pytest.raises(SystemExit, match="columns"):  # a corpus the task cannot read, refused by name
+        cli(["redundancy", str(saved["full"]), "--task", "lm", "--preset", "smoke", "--domains", "mt"])
+
+
 def test_shift_command_scores_both_models_in_domain_and_on_each_shifted_corpus(saved, cli, tmp_path, capsys):
     out = tmp_path / "shift.json"
     assert cli(["shift", str(saved["pruned"]), "--reference", str(saved["full"]), "--datasets", "lm_kjv",

@@ -187,6 +187,14 @@ def make_tree(root: Path) -> Path:
                        "lm_letters": {"dataset": "lm_letters", "change": 0.03}}
             _write(runs / "lm" / "analysis" / "shift" / arm / f"seed{s}.json",
                    {"in_domain": {"change": 0.04}, "shifted": shifted})
+        # D7, redundancy by genre: a quarter of the heads alike on the genres pooled, none in every genre
+        genre_rows = [{"view": view, "pooling": pooling, "space": "value", "threshold": 0.85, "unit": "head",
+                       "redundancy_ratio": ratio, "max_similarity": 0.9,
+                       **({"domains": {"lm_wisdom": {"redundancy_ratio": 0.0, "max_similarity": 0.6},
+                                       "lm_letters": {"redundancy_ratio": 0.25 + 0.05 * s, "max_similarity": 0.9}}}
+                          if view == "stratified" else {})}
+                      for pooling in ("token", "mean") for view, ratio in (("stratified", 0.0), ("pooled", 0.25))]
+        _write(runs / "lm" / "analysis" / "redundancy_genre" / "genres" / f"seed{s}.json", {"rows": genre_rows})
         # D8: the one-shot model's training step against the baseline's (shapes fix it: every seed alike)
         _write(runs / "lm" / "analysis" / "memory" / "oneshot" / f"seed{s}.json", {"cap_batch": 32, "models": {
             "reference": {"heads": 8, "param_bytes": 4 * 2**20, "optimizer_bytes": 8 * 2**20, "peak_bytes": 80 * 2**20,
@@ -949,3 +957,17 @@ def test_lm_converged_compares_the_baseline_with_itself_trained_twice_as_long(tm
     stamp(runs)
     got = evaluate(claims["A1-lm"], RunTree(runs))
     assert got.verdict == "inconclusive" and "seed 5: no value to compare with its yardstick" in got.precondition
+
+
+def test_redundancy_by_genre_shows_each_genre_the_genres_pooled_and_stratified(tree_root, tmp_path):
+    tree = RunTree(tree_root)
+    table = TABLES["redundancy_genre"](tree)
+    got = {(r[1], r[2]): r for r in table.rows}
+    assert [r[2] for r in table.rows if r[1] == "mean"] == ["lm_letters", "lm_wisdom", "pooled", "stratified"]
+    assert got[("mean", "lm_letters")][3] == 3 and got[("mean", "lm_letters")][4] == pytest.approx(0.3)
+    assert got[("token", "pooled")][4] == pytest.approx(0.25) and got[("token", "stratified")][4] == 0.0
+    assert got[("mean", "lm_wisdom")][7] == pytest.approx(0.6)
+    from heads.report.figures import FIGURES
+
+    png = FIGURES["redundancy_genre"](tree, tmp_path / "genre.png")
+    assert png.read_bytes()[:4] == b"\x89PNG"

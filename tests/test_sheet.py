@@ -195,6 +195,11 @@ def test_training_time_prunes_the_baseline_by_genre_pooled_and_stratified_and_sc
     assert "--domains lm_wisdom lm_prophets lm_letters" in line and "--stratify" in line and "--split train" in line
     memory = sheet["lm/analysis/memory/oneshot/seed1"]
     assert memory.options == {"cap_batch": 32} and memory.paths["reference"] == base
+    # the baseline's redundancy on each genre's held-out text, both definitions, stratified and pooled
+    red = sheet["lm/analysis/redundancy_genre/genres/seed1"]
+    assert red.command == "redundancy" and red.paths == {"source": base} and red.after == (base,)
+    assert red.options == {"batches": 4, "pooling": ["token", "mean"], "domains": genres}
+    assert "--domains lm_wisdom lm_prophets lm_letters" in command_line(red, "runs", "tiny", "data", 1)
 
 
 def test_a_prune_entry_must_evaluate_or_it_would_never_be_done():

@@ -17,6 +17,7 @@ from heads.cli.common import (
     check_corpora,
     check_out_file,
     check_split,
+    domain_batches,
     fail,
     load_for_task,
     parse_params,
@@ -208,16 +209,32 @@ def cmd_redundancy(args: argparse.Namespace) -> int:
         raise fail(f"redundancy: --threshold is a cosine in (0, 1], got {args.threshold}")
     check_out_file(args.out)
     loaded = load_for_task(args, head=False)
-    batches = scoring_batches(loaded, args.split, args.batches)
-    with loaded.placement.autocast():
-        rows = redundancy(loaded.model, batches, poolings=args.pooling, space=args.space, threshold=args.threshold)
-    result = {"source": str(args.source), "split": args.split, "batches": len(batches), "rows": rows}
+    common = {"poolings": args.pooling, "space": args.space, "threshold": args.threshold}
+    if args.domains:
+        # D7: each domain's own ratio and the stratified one (redundant in every domain), beside the ratio on the
+        # domains' batches pooled, which hides a head that only one domain needs
+        domains = domain_batches(loaded, args.domains, args.split, args.batches, "redundancy")
+        pooled = [b for found in domains.values() for b in found]
+        with loaded.placement.autocast():
+            rows = [{**r, "view": "stratified"} for r in redundancy(loaded.model, domains, **common)]
+            rows += [{**r, "view": "pooled"} for r in redundancy(loaded.model, pooled, **common)]
+        result = {"source": str(args.source), "split": args.split, "batches": len(pooled),
+                  "domains": list(args.domains), "rows": rows}
+    else:
+        batches = scoring_batches(loaded, args.split, args.batches)
+        with loaded.placement.autocast():
+            rows = redundancy(loaded.model, batches, **common)
+        result = {"source": str(args.source), "split": args.split, "batches": len(batches), "rows": rows}
     if args.out:
         write_json(args.out, with_identity(args, with_environment(result, loaded.model)))
     for r in rows:
         near = "-" if r["max_similarity"] is None else f"{r['max_similarity']:.3f}"
-        print(f"{r['pooling']:<6} {r['space']:<8} redundant {r['redundancy_ratio']:.3f} of {r['unit']}s above cosine "
-              f"{r['threshold']:g}; most alike pair {near}")
+        view = f"{r['view']:<10} " if "view" in r else ""
+        print(f"{view}{r['pooling']:<6} {r['space']:<8} redundant {r['redundancy_ratio']:.3f} of {r['unit']}s above "
+              f"cosine {r['threshold']:g}; most alike pair {near}")
+        for name, d in sorted((r.get("domains") or {}).items()):
+            near = "-" if d["max_similarity"] is None else f"{d['max_similarity']:.3f}"
+            print(f"  {name:<14} redundant {d['redundancy_ratio']:.3f}; most alike pair {near}")
     return 0
 
 
@@ -330,6 +347,10 @@ def register(sub) -> None:
                    help="similarity per token, or of sequence-mean outputs (the report's); default both")
     p.add_argument("--space", default="value", choices=["value", "residual"],
                    help="head outputs before (value) or after (residual) the output projection (default value)")
+    p.add_argument("--domains", nargs="+", metavar="DATASET",
+                   help="measure on these shipped corpora (lm: lm_wisdom lm_prophets lm_letters, genres as domains), "
+                   "--batches of each: each domain's ratio, the stratified one (redundant in every domain) and the "
+                   "ratio on the domains pooled")
     p.add_argument("--out", type=Path, help="write the result JSON here")
     add_identity_option(p)
     p.set_defaults(func=cmd_redundancy)

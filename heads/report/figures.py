@@ -19,6 +19,7 @@ from heads.report.tables import (
     gqa_table,
     l0_table,
     pruned_vs_scratch_table,
+    redundancy_genre_table,
     redundancy_over_training_table,
     redundancy_table,
     roles_table,
@@ -343,6 +344,33 @@ def redundancy_over_training_figure(tree: RunTree, path: Path) -> Path:
     return _save(plt, fig, path)
 
 
+def redundancy_genre_figure(tree: RunTree, path: Path) -> Path:
+    """The baseline's share of redundant heads per genre, on the genres pooled and stratified, per definition,
+    with the most alike pair of each against the threshold."""
+    rows = records(redundancy_genre_table(tree))
+    tasks = _by(rows, "task")
+    plt, fig, axes = _panels(list(tasks), "Redundancy by genre: each genre, pooled and stratified")
+    for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
+        views = list(dict.fromkeys(r["genre"] for r in trows))
+        x = list(range(len(views)))
+        for k, (pooling, label) in enumerate((("token", "per token"), ("mean", "sequence mean (the report's)"))):
+            at = {r["genre"]: r for r in trows if r["pooling"] == pooling}
+            found = [at.get(v) for v in views]
+            share = [r["redundancy_ratio"] if r and r["redundancy_ratio"] is not None else 0.0 for r in found]
+            err = [[r["redundancy_ratio"] - r["ci_low"] if r and r["ci_low"] is not None else 0.0 for r in found],
+                   [r["ci_high"] - r["redundancy_ratio"] if r and r["ci_high"] is not None else 0.0 for r in found]]
+            ax.bar([i + (k - 0.5) * 0.4 for i in x], share, width=0.4, yerr=err, capsize=3, color=PALETTE[k],
+                   label=f"share redundant, {label}")
+            sim = [r["max_similarity"] if r and r["max_similarity"] is not None else float("nan") for r in found]
+            ax.plot([i + (k - 0.5) * 0.4 for i in x], sim, "o", color=PALETTE[k + 2],
+                    label=f"most alike pair, {label}")
+        ax.axhline(0.85, color=PALETTE[7], linestyle="--", linewidth=1, label="threshold 0.85")
+        ax.set_xticks(x, views, rotation=30, ha="right")
+        ax.set(title=task, ylabel="share / cosine", ylim=(0, 1))
+        ax.legend(loc="best", fontsize=7)
+    return _save(plt, fig, path)
+
+
 # Every figure by name; a replication lists the ones it renders in replications/<name>/report.yaml.
 FIGURES: dict[str, Callable[[RunTree, Path], Path]] = {
     "curves": curves_figure, "ablation": ablation_figure, "curve_at": curve_at_figure, "speed": speed_figure,
@@ -350,5 +378,5 @@ FIGURES: dict[str, Callable[[RunTree, Path], Path]] = {
     "pruned_vs_scratch": pruned_vs_scratch_figure,
     "quality_vs_time": quality_vs_time_figure, "time_to_target": time_to_target_figure,
     "redundancy": redundancy_figure, "gqa": gqa_figure,
-    "redundancy_over_training": redundancy_over_training_figure,
+    "redundancy_over_training": redundancy_over_training_figure, "redundancy_genre": redundancy_genre_figure,
 }

@@ -51,17 +51,23 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                 out.append(RunSpec(analysis_label(task, kind, arm, seed=seed), kind, REPLICATION, task, seed,
                                    kind, arm, options=options, paths={"source": model.label, "reference": base.label},
                                    after=(model.label, base.label)))
-        out += genre_pruning(task, base.label, seed, s["genre_domains"], s["genre_ratio"], pooling)
+        out += genre_pruning(task, base.label, seed, s["genre_domains"], s["genre_ratio"], pooling,
+                             s["redundancy_batches"])
     return out + longer_baselines(REPLICATION, s.get("longer_baseline"), seeds)
 
 
-def genre_pruning(task: str, base: str, seed: int, domains: list[str], ratio: float, pooling: str) -> list[RunSpec]:
+def genre_pruning(task: str, base: str, seed: int, domains: list[str], ratio: float, pooling: str,
+                  batches: int) -> list[RunSpec]:
     """D7, genres as domains: the trained baseline pruned to ``ratio`` by similarity on the genres' training text,
     pooled and stratified (a head goes only if it is redundant in every genre), each then scored against the
-    baseline on every genre's validation books (``heads shift``): does pooling cost one genre more?"""
+    baseline on every genre's validation books (``heads shift``): does pooling cost one genre more? And the
+    baseline's redundancy on each genre's held-out text, stratified and pooled, under both definitions."""
     if not domains:
         return []
-    out = []
+    out = [RunSpec(analysis_label(task, "redundancy_genre", "genres", seed=seed), "redundancy", REPLICATION, task,
+                   seed, "redundancy_genre", "genres", options={"batches": batches, "pooling": ["token", "mean"],
+                                                                "domains": list(domains)},
+                   paths={"source": base}, after=(base,))]
     for arm, stratify in (("genre-pooled", False), ("genre-stratified", True)):
         pruned = RunSpec(run_label(task, "posthoc_genre", arm, ratio, seed), "prune", REPLICATION, task, seed,
                          "posthoc_genre", arm, ratio, strategy="posthoc",
