@@ -1,12 +1,13 @@
 """Post-hoc pruning by scorer: each seed's baseline pruned to one ratio by each scorer, side by side."""
 
-from heads.sheet import RunSpec, baseline, run_label
+from heads.sheet import RunSpec, baseline, longer_baselines, run_label
 
 REPLICATION = "scorers"
 
 
 def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
-    """Per seed: the baseline (shared with the other replications), and one pruned copy per scorer."""
+    """Per seed: the baseline (shared with the other replications), and one pruned copy per scorer; the baseline
+    trained twice as long, which lm-converged (its claims' precondition) compares it with."""
     task, ratio, out = settings["task"], settings["ratio"], []
     for seed in seeds:
         base = baseline(REPLICATION, task, seed)
@@ -16,4 +17,4 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                                "posthoc", scorer, ratio, strategy="posthoc",
                                params={"ratio": ratio, "scorer": scorer, "seed": seed},
                                options={"evaluate": True}, paths={"source": base.label}, after=(base.label,)))
-    return out
+    return out + longer_baselines(REPLICATION, settings["longer_baseline"], seeds)
