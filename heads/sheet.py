@@ -124,7 +124,7 @@ def dag_for(root: str | Path, preset: str, overrides: Mapping[str, Any] | None =
 
     overrides = dict(overrides or {})
     user_seeds = overrides.pop("seeds", None)
-    dag: dict[str, Any] = {"seeds": user_seeds or load_preset(preset)["seeds"]}
+    dag: dict[str, Any] = {"preset": preset, "seeds": user_seeds or load_preset(preset)["seeds"]}
     for key in ("custom", "tasks"):
         if key in overrides:
             dag[key] = overrides.pop(key)
@@ -180,6 +180,7 @@ def build(root: str | Path, dag: Mapping[str, Any], names: Iterable[str] | None 
         declared.setdefault(name, []).extend(entries)
     runs = check([_with_task_config(e, (dag.get("tasks") or {}).get(e.task)) for entries in declared.values()
                   for e in entries])
+    runs = {label: _yardstick_steps(e, runs, dag.get("preset")) for label, e in runs.items()}
     return Sheet(runs, {name: sorted({e.label for e in entries}) for name, entries in declared.items()})
 
 
@@ -263,15 +264,36 @@ LONGER = "baseline_2x"  # the variant of a baseline trained twice its steps (the
 
 
 def longer_baselines(replication: str, longer: Mapping[str, Any] | None, seeds: Sequence[int]) -> list[RunSpec]:
-    """``longer`` (``{task, steps, seeds: n}``): the baseline of ``task`` trained for ``steps`` (twice its preset's)
-    on the first ``n`` of ``seeds``. A baseline is converged when its final validation loss is within a stated
-    share of this run's (replications/preconditions.yaml: lm-converged); replications declare it alike and share
-    it."""
+    """``longer`` (``{task, factor, seeds: n}``): the baseline of ``task`` trained ``factor`` times its steps on
+    the first ``n`` of ``seeds`` (:func:`build` sets the steps from the baseline's own, the preset's or a user's
+    task config). A baseline is converged when its final validation loss is within a stated share of this run's
+    (replications/preconditions.yaml: lm-converged); replications declare it alike and share it."""
     if not longer:
         return []
+    n = int(longer["seeds"])
+    if n > len(seeds):
+        raise SheetError(f"{replication}: longer_baseline asks for {n} seeds, the replication has {len(seeds)}")
     return [RunSpec(run_label(longer["task"], LONGER, "none", 0.0, seed), "train", replication, longer["task"],
-                    seed, LONGER, config={"train": {"steps": int(longer["steps"])}})
-            for seed in list(seeds)[:int(longer["seeds"])]]
+                    seed, LONGER, knob=float(longer["factor"])) for seed in list(seeds)[:n]]
+
+
+def _yardstick_steps(e: RunSpec, sheet: Mapping[str, RunSpec], preset: str | None) -> RunSpec:
+    """A longer baseline with its steps: ``knob`` (the factor) times its baseline's, as that baseline will train
+    (its entry's config, where a user's task config lies, else the preset's), so the yardstick stays twice the
+    baseline whatever overrides the steps."""
+    if e.variant != LONGER:
+        return e
+    base = sheet.get(run_label(e.task, "baseline", "none", 0.0, e.seed))
+    if base is None:
+        raise SheetError(f"{e.label}: the baseline it is the yardstick of is not on the sheet")
+    steps = (base.config.get("train") or {}).get("steps")
+    if steps is None:
+        if preset is None:
+            raise SheetError(f"{e.label}: no preset to read its baseline's steps from")
+        from heads.presets import preset_for
+
+        steps = preset_for(e.task, preset)["train"]["steps"]
+    return replace(e, config=_under(e.config, {"train": {"steps": round(float(e.knob or 2.0) * int(steps))}}))
 
 
 # -- the command line of an entry --------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import pytest
 from heads.cli import report as report_cli
 from heads.report import RunTree, evaluate, load_all
 from heads.report.claims import CSV_COLUMNS
+from heads.report.collect import read_json
 from heads.report.ledger import merged_environments
 from heads.report.render import artefacts, replications
 from heads.report.spec import parse_claim
@@ -721,11 +722,15 @@ def test_the_ledger_writes_each_tasks_baseline_beside_its_trivial_baseline(tree_
     lm = [late_improvement(r.metrics) for r in tree.select("lm", **BASE)]
     assert float(got[("lm", "baseline", "late_improvement")]["value"]) == pytest.approx(sum(lm) / 3, abs=1e-4)
     # the convergence precondition's measure: seed 0 against itself trained twice as long (0.1 lower)
-    gap = got[("lm", "baseline", "loss_over_2x")]
+    gap = got[("lm", "baseline", "lm-converged")]
     assert float(gap["value"]) == pytest.approx(0.1 / 2.9, abs=1e-4) and gap["n_seeds"] == "1"
-    assert ("mt", "baseline", "loss_over_2x") not in got  # no yardstick run for mt
+    assert gap["name"] == "baseline_2x/none/0.0" and gap["n_failed"] == "0"
+    assert ("mt", "baseline", "lm-converged") not in got
     assert {k[0] for k in got} == {"lm", "mt", "cls"}
-    assert (out / "baselines.md").read_text() == baselines_table(tree).to_markdown()
+    from heads.report.spec import shared_preconditions
+
+    yardstick = [shared_preconditions(REPLICATIONS)["lm-converged"]]
+    assert (out / "baselines.md").read_text() == baselines_table(tree, yardstick).to_markdown()
 
 
 def test_the_ledger_marks_verdicts_a_perturbation_flipped_as_fragile(tree_root, tmp_path):
@@ -971,3 +976,29 @@ def test_redundancy_by_genre_shows_each_genre_the_genres_pooled_and_stratified(t
 
     png = FIGURES["redundancy_genre"](tree, tmp_path / "genre.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_replication_reads_only_the_runs_on_its_own_sheet(tmp_path):
+    """``--labels`` (the workflow passes the replication's sheet entries): a run of the same task another
+    replication declares, here the LM yardstick, is not read, whether or not it has finished; nor an analysis."""
+    runs = make_tree(tmp_path)
+    stamped = [read_json(p)[0] for p in runs.rglob("*.json")]
+    labels = {d["run"]["label"] for d in stamped if isinstance(d, dict) and isinstance(d.get("run"), dict)}
+    longer, genres = "lm/baseline_2x/none/0.0/seed0", "lm/analysis/redundancy_genre/genres/seed1"
+    assert {longer, genres} <= labels
+    every, tree = RunTree(runs), RunTree(runs, labels=labels - {longer, genres})
+    assert every.select("lm", "baseline_2x") and not tree.select("lm", "baseline_2x")
+    assert len(tree.runs) == len(every.runs) - 1
+    assert set(every.redundancy("lm", "genres", "redundancy_genre")) == {0, 1, 2}
+    assert set(tree.redundancy("lm", "genres", "redundancy_genre")) == {0, 2}
+    a1 = evaluate({c.id: c for c in load_all(REPLICATIONS)}["A1-lm"], tree)
+    assert a1.verdict == "inconclusive" and "no runs under lm/baseline_2x" in a1.precondition
+    out = tmp_path / "out"
+    assert _cli(["report", "--runs", str(runs), "--replication", "overprovisioning", "--out", str(out),
+                 "--replications", str(REPLICATIONS), "--only", "claims",
+                 "--labels", ",".join(sorted(labels - {longer}))]) == 0
+    rows = {r["claim"]: r for r in csv.DictReader((out / "claims.csv").open())}
+    assert rows["A1-lm"]["verdict"] == "inconclusive"  # with the yardstick read it is "not tested" (3.4 %)
+    with pytest.raises(SystemExit, match="names no run"):
+        _cli(["report", "--runs", str(runs), "--replication", "overprovisioning", "--out", str(out),
+              "--replications", str(REPLICATIONS), "--labels", ","])

@@ -100,6 +100,13 @@ def test_the_convergence_yardstick_is_the_lm_baseline_trained_twice_its_steps_on
     assert longer[0].config == {"train": {"steps": 2 * steps}} and longer[0].command == "train"
     for name in ("overprovisioning", "training_time"):
         assert longer[0].label in sheet.of[name]
+    # a user's own step count (dag.<preset>.tasks) moves the yardstick with it; its seed follows theirs
+    mine = dag_for(ROOT / "replications", preset, {"seeds": [7, 8], "tasks": {"lm": {"train": {"steps": 123}}}})
+    longer = [e for e in build(ROOT / "replications", mine).runs.values() if e.variant == "baseline_2x"]
+    assert [(e.label, e.config["train"]["steps"]) for e in longer] == [("lm/baseline_2x/none/0.0/seed7", 246)]
+    with pytest.raises(SheetError, match="asks for 3 seeds, the replication has 2"):
+        build(ROOT / "replications", dag_for(ROOT / "replications", preset, {
+            "seeds": [7, 8], "training_time": {"longer_baseline": {"task": "lm", "factor": 2, "seeds": 3}}}))
 
 
 def test_the_jobs_threads_and_gpus_reach_the_command_line():

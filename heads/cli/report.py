@@ -20,10 +20,20 @@ def _tasks(text: str | None) -> list[str] | None:
     return names
 
 
-def _tree(runs: Path, tasks: list[str] | None = None):
+def _labels(text: str | None) -> list[str] | None:
+    """``--labels a,b`` as a list of run-sheet labels."""
+    if text is None:
+        return None
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise fail(f"report: --labels {text!r} names no run")
+    return names
+
+
+def _tree(runs: Path, tasks: list[str] | None = None, labels: list[str] | None = None):
     from heads.report import RunTree
 
-    tree = RunTree(runs, tasks=tasks)
+    tree = RunTree(runs, tasks=tasks, labels=labels)
     for task in sorted(set(tasks or ()) - set(tree.tasks)):
         print(f"heads: warning: no runs or analyses of task {task!r} under {runs}", file=sys.stderr)
     failed = [r for r in tree.runs if r.failed]
@@ -50,7 +60,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.replication not in known:
         raise fail(f"report: unknown replication {args.replication!r}; known: {', '.join(known)} "
                    f"(folders of {args.replications} with a report.yaml)")
-    tree = _tree(args.runs, _tasks(args.tasks))
+    tree = _tree(args.runs, _tasks(args.tasks), _labels(args.labels))
     try:
         written = render_replication(
             args.replication, tree, args.out, args.replications, args.figures_only, only=args.only
@@ -130,6 +140,12 @@ def register(sub) -> None:
         metavar="T1,T2",
         help="read only these tasks' runs (the workflow passes the replication's own, so the tables never "
         "depend on which other runs happen to be finished)",
+    )
+    p.add_argument(
+        "--labels",
+        metavar="L1,L2",
+        help="read only these run-sheet entries (the workflow passes the replication's own: its ledger and tables "
+        "never read a run another replication declares, finished or not)",
     )
     p.add_argument("--figures-only", action="store_true", help="render the figures only")
     p.add_argument(

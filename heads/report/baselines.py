@@ -2,32 +2,34 @@
 
 A claim is only testable where its models can show it (replications/preconditions.yaml); this table puts the
 numbers those preconditions read side by side, per task, over seeds: the baseline's task metric on the
-evaluation split, how far its final validation loss lies above the same model's trained twice as long (the
-convergence precondition's measure, on the seeds that longer run has) and how much it still fell over its
-last half of training, and the trivial baselines of the same examples (``heads trivial``: word overlap for pair tasks).
-``heads claims`` writes it beside the ledger (``OUT/baselines.csv``).
+evaluation split, each yardstick precondition's value (lm-converged: the final validation loss over the same
+model's trained twice as long, on the seeds that longer run has), how much its validation loss still fell over
+its last half of training, and the trivial baselines of the same examples (``heads trivial``: word overlap for
+pair tasks). ``heads claims`` writes it beside the ledger (``OUT/baselines.csv``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from heads.report.collect import BASELINE, RunTree, number
 from heads.report.fmt import Table
 from heads.report.measures import against_yardstick, measure
+from heads.report.spec import Precondition
 from heads.report.tables import ci
-from heads.sheet import LONGER
 
 COLUMNS = ["task", "model", "metric", "value", "ci_low", "ci_high", "n_seeds", "name", "n_failed"]
 # how much a trained baseline's validation loss still fell over its last half, shown for every one
 CONVERGENCE = "late_improvement"
-# the convergence the LM precondition reads: final validation loss over the same model's trained twice as long
-YARDSTICK = "loss_over_2x"
 
 
-def baselines_table(tree: RunTree) -> Table:
+def baselines_table(tree: RunTree, yardsticks: Iterable[Precondition] = ()) -> Table:
     """One row per (task, model, metric): ``model`` is ``baseline`` for the trained model and ``trivial`` for a
-    trivial one (``name`` says which); a mean over seeds with a Student-t 95 % interval."""
+    trivial one (``name`` says which); a mean over seeds with a Student-t 95 % interval. Each precondition of
+    ``yardsticks`` that compares a run with a yardstick (``b``) adds its value, ``metric`` its name, exactly as
+    the ledger reads it."""
+    yardsticks = sorted({p.name: p for p in yardsticks if p.b is not None}.values(), key=lambda p: p.name)
     rows = []
     for task in tree.tasks:
         runs = tree.select(task, **BASELINE)
@@ -40,7 +42,7 @@ def baselines_table(tree: RunTree) -> Table:
                 values = [v for v in values if v is not None and math.isfinite(v)]
                 if values or failed:
                     rows.append([task, "baseline", fld, *ci(values, fld), len(values), runs[0].group, failed])
-            rows += _yardstick_rows(tree, task)
+            rows += [_yardstick_row(tree, p) for p in yardsticks if p.a.get("task") == task]
         trivial: dict[str, list[float]] = {}
         for _, data in sorted(tree.trivial(task).items()):
             for name, result in sorted(((data or {}).get("baselines") or {}).items()):
@@ -52,22 +54,19 @@ def baselines_table(tree: RunTree) -> Table:
     return Table("Baselines", COLUMNS, rows, caption=baselines_caption())
 
 
-def _yardstick_rows(tree: RunTree, task: str) -> list[list]:
-    """The baseline's final validation loss relative to its longer-trained yardstick's (where one ran)."""
-    longer = tree.select(task, LONGER, "none", 0.0)
-    if not longer:
-        return []
-    side = {"from": "run", "task": task, "strategy": "none", "ratio": 0.0, "field": "final_val_loss"}
-    gaps, _ = against_yardstick(measure(tree, {**side, "variant": BASELINE["variant"]}),
-                                measure(tree, {**side, "variant": LONGER}))
+def _yardstick_row(tree: RunTree, pre: Precondition) -> list:
+    """``pre``'s value per seed of its yardstick, ``(a - b) / |b|`` (:func:`against_yardstick`), over seeds."""
+    gaps, problems = against_yardstick(measure(tree, pre.a), measure(tree, pre.b or {}))
     values = list(gaps.values())
-    return [[task, "baseline", YARDSTICK, *ci(values), len(values), longer[0].group, len(longer) - len(values)]]
+    where = "/".join(str(pre.b.get(k, "*")) for k in ("variant", "strategy", "ratio")) if pre.b else ""
+    return [pre.a["task"], "baseline", pre.name, *ci(values), len(values), where, len(problems)]
 
 
 def baselines_caption() -> str:
     return ("What each task's models reach before pruning: the trained baseline's metric on the evaluation split, "
-            f"`{YARDSTICK}` (its final validation loss relative to the same model's trained twice as long, on the "
-            "seeds that run has: at most 0.02 when converged, negative when the longer run overfits) and "
+            "the value of each precondition that compares it with a yardstick run (`lm-converged`: its final "
+            "validation loss relative to the same model's trained twice as long, on the seeds that run has, `name`; "
+            "at most 0.02 when converged, negative when the longer run overfits) and "
             f"`{CONVERGENCE}` (its validation loss's relative fall over the last half of training), beside trivial "
             "baselines of the same examples (`name`: word overlap for pair tasks); means "
             "over seeds with Student-t 95 % intervals, clipped to what the metric can take. The claims' "

@@ -376,7 +376,7 @@ def write_ledger(results: Sequence[ClaimResult], out: str | Path, environments: 
     written = [write_text(out / page, ledger_markdown(results, title=title, environments=environments)),
                write_text(out / "claims.csv", ledger_table(results).to_csv())]
     if baselines is None and tree is not None:
-        baselines = baselines_table(tree)
+        baselines = baselines_table(tree, (p for r in results for p in r.claim.requires))
     if baselines is not None:
         written += baselines.write(out, "baselines")
     return written

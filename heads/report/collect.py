@@ -276,12 +276,15 @@ def _record(run: Run, metric: str | None, root: Path) -> dict:
 class RunTree:
     """All runs and analyses under one ``OUT/runs`` folder."""
 
-    def __init__(self, root: str | Path, target_tol: float = DEFAULT_TOL, tasks: Iterable[str] | None = None):
-        """``tasks``: read only these tasks' runs and analyses. A replication renders from its own tasks, so
-        another replication's runs, finished or not when it renders, never leak into its tables."""
+    def __init__(self, root: str | Path, target_tol: float = DEFAULT_TOL, tasks: Iterable[str] | None = None,
+                 labels: Iterable[str] | None = None):
+        """``tasks``: read only these tasks' runs and analyses; ``labels``: only these run-sheet entries. A
+        replication renders from its own entries, so another replication's runs, finished or not when it
+        renders, never leak into its tables or its ledger."""
         self.root = Path(root)
         self.target_tol = target_tol
         self.only = None if tasks is None else frozenset(tasks)
+        self.labels = None if labels is None else frozenset(labels)
         self.problems: list[str] = []
         self.reset_reads()
         self.runs: list[Run] = self._scan()
@@ -319,7 +322,8 @@ class RunTree:
                     self.problems.append(f"{path.relative_to(self.root)}: records no run identity; skipped")
                 continue
             task = str(ident["task"])
-            if self.only is not None and task not in self.only:
+            if self.only is not None and task not in self.only or \
+                    self.labels is not None and str(ident["label"]) not in self.labels:
                 continue
             if ident["kind"] != "run":
                 self._index(ident, data, path)

@@ -76,8 +76,9 @@ class Series:
 
 def against_yardstick(a: Series, b: Series) -> tuple[dict[int, float], list[str]]:
     """``(a - b) / |b|`` per seed of the yardstick ``b`` (run on fewer seeds, e.g. the baseline trained twice as
-    long), and what kept any seed from being measured: a failure or gap of either side, or a yardstick seed
-    ``a`` has no value for."""
+    long), and what kept any seed from being measured: a failure or gap of either side on *any* seed (a baseline
+    seed that diverged makes the check unmeasured even where no yardstick ran: its claims could not use it
+    either), or a yardstick seed ``a`` has no value for."""
     problems = list(a.failed.values()) + a.missing + list(b.failed.values()) + b.missing
     values = {}
     for seed, y in sorted(b.values.items()):

@@ -184,6 +184,12 @@ def replication_inputs(w):
     return [done(label) for label in SHEET.of[w.replication]]
 
 
+def replication_labels(w):
+    """The replication's own run-sheet entries: its tables and ledger read only these, so what it renders never
+    depends on which of another replication's runs (sharing its task) had finished."""
+    return ",".join(SHEET.of[w.replication])
+
+
 def replication_tasks(w):
     """The tasks of a replication's runs (from the sheet): its tables read only these, so another
     replication's runs (finished or not at render time) never leak into them."""

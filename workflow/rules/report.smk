@@ -33,10 +33,11 @@ rule table:
     params:
         runs=lambda w: RUNS,
         tasks=replication_tasks,
+        labels=replication_labels,
         folder=lambda w, output: os.path.dirname(output.csv),
     shell:
         "heads report --runs {params.runs:q} --replication {wildcards.replication}"
-        " --tasks {params.tasks:q} --only {wildcards.table}"
+        " --tasks {params.tasks:q} --labels {params.labels:q} --only {wildcards.table}"
         " --out {params.folder:q} > {log:q} 2>&1"
 
 
@@ -58,10 +59,11 @@ rule figure:
     params:
         runs=lambda w: RUNS,
         tasks=replication_tasks,
+        labels=replication_labels,
         folder=lambda w, output: os.path.dirname(output[0]),
     shell:
         "heads report --runs {params.runs:q} --replication {wildcards.replication}"
-        " --tasks {params.tasks:q} --only {wildcards.figure}.png"
+        " --tasks {params.tasks:q} --labels {params.labels:q} --only {wildcards.figure}.png"
         " --out {params.folder:q} > {log:q} 2>&1"
 
 
@@ -84,10 +86,11 @@ rule replication_claims:
     params:
         runs=lambda w: RUNS,
         tasks=replication_tasks,
+        labels=replication_labels,
         folder=lambda w, output: os.path.dirname(output[0]),
     shell:
         "heads report --runs {params.runs:q} --replication {wildcards.replication}"
-        " --tasks {params.tasks:q} --only claims"
+        " --tasks {params.tasks:q} --labels {params.labels:q} --only claims"
         " --out {params.folder:q} > {log:q} 2>&1"
 
 
