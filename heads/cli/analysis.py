@@ -26,7 +26,7 @@ from heads.cli.common import (
     scoring_batches,
     with_identity,
 )
-from heads.env import with_environment
+from heads.env import fix_threads, with_environment
 
 
 def cmd_trivial(args: argparse.Namespace) -> int:
@@ -41,6 +41,9 @@ def cmd_trivial(args: argparse.Namespace) -> int:
     if run_dir is not None and not (run_dir / "config.json").is_file():
         raise fail(f"trivial: {run_dir} is not a run folder (no config.json); give --task instead")
     cfg = run_config(args, run_dir)
+    # torch computes nothing here, but the record's environment should read as every other job's: a ledger
+    # warns when the records it reads come from different environments
+    fix_threads(cfg.train.threads, cfg.train.deterministic)
     try:
         baselines = get_task(cfg.task).trivial(cfg)
     except ValueError as exc:
