@@ -9,24 +9,14 @@ from pathlib import Path
 from heads.cli.common import fail
 
 
-def _tasks(text: str | None) -> list[str] | None:
-    """``--tasks lm,mt`` as a list (tasks may come from plugins, so names are not checked against a registry;
-    a name with nothing in the tree is warned about once the tree is read)."""
+def _listed(text: str | None, flag: str, what: str) -> list[str] | None:
+    """``--tasks lm,mt`` / ``--labels a,b`` as a list (tasks may come from plugins, so names are not checked
+    against a registry; a task with nothing in the tree is warned about once the tree is read)."""
     if text is None:
         return None
     names = [t.strip() for t in text.split(",") if t.strip()]
     if not names:
-        raise fail(f"report: --tasks {text!r} names no task")
-    return names
-
-
-def _labels(text: str | None) -> list[str] | None:
-    """``--labels a,b`` as a list of run-sheet labels."""
-    if text is None:
-        return None
-    names = [t.strip() for t in text.split(",") if t.strip()]
-    if not names:
-        raise fail(f"report: --labels {text!r} names no run")
+        raise fail(f"report: {flag} {text!r} names no {what}")
     return names
 
 
@@ -60,7 +50,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.replication not in known:
         raise fail(f"report: unknown replication {args.replication!r}; known: {', '.join(known)} "
                    f"(folders of {args.replications} with a report.yaml)")
-    tree = _tree(args.runs, _tasks(args.tasks), _labels(args.labels))
+    tree = _tree(args.runs, _listed(args.tasks, "--tasks", "task"), _listed(args.labels, "--labels", "run"))
     try:
         written = render_replication(
             args.replication, tree, args.out, args.replications, args.figures_only, only=args.only
