@@ -216,3 +216,14 @@ def test_a_prune_entry_must_evaluate_or_it_would_never_be_done():
     with pytest.raises(SheetError, match="evaluate"):
         check([base, pruned])
     assert pruned.label in check([base, replace(pruned, options={"evaluate": True})])
+
+
+def test_a_task_a_preset_does_not_analyse_still_trains_its_baselines_for_the_preconditions():
+    """At small no Marian translates, so michel2019 and overprovisioning analyse no mt; they still declare the mt
+    baselines (shared, trained once) so their mt claims measure the precondition and say "not tested" with the
+    BLEU, rather than "inconclusive" for a missing run."""
+    sheet = build(ROOT / "replications", DAG["small"])
+    for name, seeds in (("michel2019", [0, 1, 2, 3, 4]), ("overprovisioning", [0, 1, 2])):
+        mt = sorted(sheet[label].seed for label in sheet.of[name] if sheet[label].task == "mt")
+        assert mt == seeds, name
+        assert all(sheet[label].variant == "baseline" for label in sheet.of[name] if sheet[label].task == "mt")

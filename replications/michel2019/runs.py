@@ -14,7 +14,10 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
     curve_params = {"step": s["curve_step"], "max_ratio": s["curve_max"], "batches": s["curve_batches"]}
     curve_eval = {"eval": {"max_examples": s["curve_examples"], "beams": 1}}
     out = []
-    tasks = sorted({*s["ablation_tasks"], *s["curve_tasks"], *([snap] if snap else [])})
+    # precondition_tasks: baselines trained only so the claims on a task this preset does not analyse can measure
+    # their preconditions, and say "not tested at this scale" with the number (the small Marian's BLEU)
+    tasks = sorted({*s["ablation_tasks"], *s["curve_tasks"], *([snap] if snap else []),
+                    *s.get("precondition_tasks", [])})
     for seed in seeds:
         base = {t: baseline(REPLICATION, t, seed, {"train": {"snapshots": list(s["snapshots"])}} if t == snap else {})
                 for t in tasks}

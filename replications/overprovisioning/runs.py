@@ -42,6 +42,9 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                 out.append(RunSpec(run_label(task, "scratch", "matched", r, seed), "train", REPLICATION, task, seed,
                                    "scratch", "matched", r, strategy="scratch",
                                    paths={"strategy.params.layout_from": f"{pruned}/config.json"}, after=(pruned,)))
+    # baselines trained only so the claims on a task this preset does not prune can measure their preconditions,
+    # and say "not tested at this scale" with the number (the small Marian's BLEU)
+    out += [baseline(REPLICATION, task, seed) for task in settings.get("precondition_tasks", []) for seed in seeds]
     if settings.get("gqa"):
         out += gqa_runs(settings["gqa"], seeds, scorer)
     return out + longer_baselines(REPLICATION, settings.get("longer_baseline"), seeds)
