@@ -223,6 +223,17 @@ def _final(rows: list[dict], name: str) -> dict:
     return {"loss": loss, "scored": scored}
 
 
+def kept_notes(path: Path, new: list[str]) -> list[str]:
+    """Every note on the measurement's conditions so far (``path``, one paragraph each, committed beside the
+    results) with ``new`` appended: a later call measures other candidates, and the earlier ones' conditions
+    still describe their rows."""
+    notes = [n.strip() for n in path.read_text().split("\n\n") if n.strip()] if path.is_file() else []
+    notes += [n.strip() for n in new if n.strip() and n.strip() not in notes]
+    if notes:
+        path.write_text("\n\n".join(notes) + "\n")
+    return notes
+
+
 def summary_markdown(rows: list[dict], runs: Path, jobs: int, notes: list[str] = ()) -> str:
     """``sizing.md``: per candidate what it reached in its budget, and the lm convergence rule between S and 2S
     (decided only where both runs finished all their steps)."""
@@ -231,7 +242,8 @@ def summary_markdown(rows: list[dict], runs: Path, jobs: int, notes: list[str] =
     lines = ["# Sizing the small preset", "",
              f"Measured by `benchmarks/bench_small_sizing.py` on {os.cpu_count()} CPU cores, one torch thread per "
              f"candidate, torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()} kernels); {jobs} "
-             "candidate(s) at a time. Curves: `sizing.csv`, `sizing.png`.", "",
+             "candidate(s) at a time in the latest call. Curves: `sizing.csv`, `sizing.png`; the notes below are "
+             "kept in `sizing_notes.md`.", "",
              *[line for note in notes for line in (note, "")],
              "| candidate | task | status | steps | training min | final val loss | metric at the last scored step |",
              "|---|---|---|--:|--:|--:|---|"]
@@ -309,7 +321,8 @@ def main(argv: list[str] | None = None) -> None:
         w.writerows({k: r.get(k, "") for k in FIELDS} for r in rows)
     if rows:
         figure(rows, args.out.with_suffix(".png"))
-        args.out.with_suffix(".md").write_text(summary_markdown(rows, args.runs, args.jobs, args.note))
+        notes = kept_notes(args.out.with_name(f"{args.out.stem}_notes.md"), args.note)
+        args.out.with_suffix(".md").write_text(summary_markdown(rows, args.runs, args.jobs, notes))
     for t in trained:
         print(f"{t['candidate']}: {t['status']} in {t['seconds'] / 60:.1f} min"
               + (f"\n{t['message']}" if t.get("message") else ""), file=sys.stderr)

@@ -261,6 +261,13 @@ def test_small_sizing_reads_curves_from_runs_stopped_at_the_budget(tmp_path):
     for name, (task, _) in sizing["CANDIDATES"].items():
         cfg = resolve(task, "tiny", None, sizing["overrides_of"](name))
         assert cfg.train.steps >= 500 and (task != "mt" or cfg.train.schedule == "inverse_sqrt"), name
+    # the notes on each call's conditions outlive the next call (it measures other candidates)
+    notes = tmp_path / "sizing_notes.md"
+    assert sizing["kept_notes"](notes, ["first call: beside the tests."]) == ["first call: beside the tests."]
+    assert sizing["kept_notes"](notes, []) == ["first call: beside the tests."]
+    assert sizing["kept_notes"](notes, ["second call: alone.", "first call: beside the tests."]) == [
+        "first call: beside the tests.", "second call: alone."]
+    assert "second call: alone." in sizing["summary_markdown"](merged, runs, 1, sizing["kept_notes"](notes, []))
 
 
 # -- the prepared GPU check (benchmarks/gpu_check.sh and gpu_check.py): its CPU-safe parts ------------------
