@@ -250,7 +250,10 @@ def pruned_vs_scratch_table(tree: RunTree) -> Table:
     cols = ["task", "ratio", "variant", "strategy", "metric", "n_ok", "n_failed", *CI, "heads", "params"]
     rows = []
     for task in tree.tasks:
-        for (_, variant, strategy, ratio), runs in _op_groups(tree, task).items():
+        groups = _op_groups(tree, task)
+        if all(variant == "baseline" for _, variant, _, _ in groups):
+            continue  # a task whose baseline trains only for a precondition has nothing pruned to compare
+        for (_, variant, strategy, ratio), runs in groups.items():
             ok = [r for r in runs if not r.failed]
             metric = tree.metric(task, tree.runs)
             rows.append([task, ratio, variant, strategy, metric, len(ok), len(runs) - len(ok),
