@@ -51,6 +51,9 @@ CANDIDATES: dict[str, tuple[str, list[str]]] = {
     "lm-4x128-4800": ("lm", ["train.steps=4800", "train.warmup=100", "train.eval_every=200"]),
     # twice 4800: whether 4800 steps meet the convergence rule (4800 -> 9600 lowers the loss by at most 2 %)
     "lm-4x128-9600": ("lm", ["train.steps=9600", "train.warmup=100", "train.eval_every=400"]),
+    # 3600 and twice it: whether three quarters of the steps (a quarter of the small DAG's LM cost) still converge
+    "lm-4x128-3600": ("lm", ["train.steps=3600", "train.warmup=100", "train.eval_every=200"]),
+    "lm-4x128-7200": ("lm", ["train.steps=7200", "train.warmup=100", "train.eval_every=400"]),
     # a quarter of its width and half its depth, 8 heads still: converges in fewer, cheaper steps?
     "lm-2x64-2400": ("lm", ["model.layers=2", "model.d=64", "train.steps=2400", "train.warmup=100",
                             "train.eval_every=100"]),

@@ -12,12 +12,13 @@ cores idle, and one job can be longer than the rest together).
 from __future__ import annotations
 
 import csv
+import json
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from heads.plan import Job, PlanError, analysis_job, run_config, train_job
-from heads.sheet import build, dag_for
+from heads.sheet import RunSpec, build, dag_for
 
 
 @dataclass(frozen=True)
@@ -62,11 +63,29 @@ def measured_seconds(preset: str, logs: str | Path = "logs") -> dict[str, float]
     return out
 
 
-def calibrate(preset: str, logs: str | Path = "logs", root: str | Path = "replications") -> Calibration:
-    """Per (task, command), the median FLOPs per second past the start over the measured jobs of ``preset``."""
+def as_run(label: str, job: Job, entry: RunSpec, runs: str | Path | None) -> Job:
+    """A measured training job costed as it ran: from its run folder's ``config.json`` where ``runs`` has it (the
+    preset may have changed since, e.g. more steps), else as the sheet says now."""
+    config = Path(runs) / label / "config.json" if runs is not None else None
+    if job.command != "train" or config is None or not config.is_file():
+        return job
+    from heads.resolve import from_dict
+
+    try:
+        return train_job(entry, from_dict(json.loads(config.read_text())))
+    except (ValueError, KeyError, TypeError):
+        return job  # a config this version cannot read: the sheet's estimate
+
+
+def calibrate(preset: str, logs: str | Path = "logs", root: str | Path = "replications",
+              runs: str | Path | None = None) -> Calibration:
+    """Per (task, command), the median FLOPs per second past the start over the measured jobs of ``preset``;
+    with ``runs`` (the run tree those jobs wrote), each training job is costed by the config it ran with."""
     seconds = measured_seconds(preset, logs)
+    sheet = build(root, dag_for(root, preset, None))
     jobs, _ = _jobs(preset, root)
-    matched = {label: (jobs[label], s) for label, s in seconds.items() if label in jobs}
+    matched = {label: (as_run(label, jobs[label], sheet.runs[label], runs), s)
+               for label, s in seconds.items() if label in jobs}
     if not matched:
         raise PlanError(f"no finished job of preset {preset!r} under {Path(logs) / preset / 'benchmarks' / 'runs'}: "
                         f"run its DAG first (snakemake --cores N --config preset={preset})")

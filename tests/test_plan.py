@@ -162,3 +162,13 @@ def test_cpu_minutes_are_calibrated_on_measured_jobs_and_summed_per_replication(
                  "--replications", str(REPLICATIONS)]) == 0
     out = capsys.readouterr().out
     assert "CPU cost of the smoke preset, calibrated on 4 measured smoke jobs" in out and "| training_time |" in out
+    # jobs that ran with another config than the preset's now (here: half the steps) are costed as they ran
+    runs = tmp_path / "runs"
+    for e in trains:
+        cfg = run_config(e, "smoke")
+        cfg.train.steps //= 2
+        _benchmark(logs, "smoke", e.label, 2.0 + (lambda j: j.train_flops + j.eval_flops)(train_job(e, cfg)) / 1e9)
+        (runs / e.label).mkdir(parents=True)
+        (runs / e.label / "config.json").write_text(json.dumps(cfg.to_dict()))
+    assert cpu_cost.calibrate("smoke", logs, REPLICATIONS).rates[("lm", "train")] > 1.5e9  # misread as faster
+    assert cpu_cost.calibrate("smoke", logs, REPLICATIONS, runs).rates[("lm", "train")] == pytest.approx(1e9)

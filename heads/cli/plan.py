@@ -72,7 +72,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from heads import cpu_cost
 
         try:
-            calibration = cpu_cost.calibrate(args.cpu_from, args.logs, args.replications)
+            calibration = cpu_cost.calibrate(args.cpu_from, args.logs, args.replications, args.runs)
             cpu = (calibration, cpu_cost.cost(args.preset, calibration, args.replications))
         except PlanError as exc:
             raise fail(f"plan: {exc}") from None
@@ -109,5 +109,7 @@ def register(sub) -> None:
                    help="also cost each replication in CPU minutes, calibrated on the jobs of PRESET this machine "
                         "ran (their Snakemake benchmark files under --logs)")
     p.add_argument("--logs", default="logs", help="where the workflow's logs are (default logs)")
+    p.add_argument("--runs", help="the run tree the --cpu-from jobs wrote (e.g. results/small/runs): each training "
+                   "job is costed by the config.json it ran with, not by what the preset says now")
     p.add_argument("--cores", type=int, default=2, help="cores for the CPU minutes (default 2)")
     p.set_defaults(func=cmd_plan)
