@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from heads.plan import Job, PlanError, analysis_job, run_config, train_job
-from heads.sheet import RunSpec, build, dag_for
+from heads.sheet import RunSpec, Sheet, build, dag_for
 
 
 @dataclass(frozen=True)
@@ -40,12 +40,13 @@ class Calibration:
         return self.start_s + (job.train_flops + job.eval_flops) / rate
 
 
-def _jobs(preset: str, root: str | Path) -> tuple[dict[str, Job], dict[str, list[str]]]:
-    """Every sheet entry of ``preset`` costed in FLOPs, and the labels each replication needs."""
+def _jobs(preset: str, root: str | Path) -> tuple[dict[str, Job], Sheet]:
+    """Every sheet entry of ``preset`` costed in FLOPs, and the sheet (``of``: the labels each replication
+    needs)."""
     sheet = build(root, dag_for(root, preset, None))
     jobs = {label: train_job(e, cfg) if e.command == "train" else analysis_job(e, cfg)
             for label, e in sheet.runs.items() for cfg in [run_config(e, preset)]}
-    return jobs, sheet.of
+    return jobs, sheet
 
 
 def measured_seconds(preset: str, logs: str | Path = "logs") -> dict[str, float]:
@@ -82,8 +83,7 @@ def calibrate(preset: str, logs: str | Path = "logs", root: str | Path = "replic
     """Per (task, command), the median FLOPs per second past the start over the measured jobs of ``preset``;
     with ``runs`` (the run tree those jobs wrote), each training job is costed by the config it ran with."""
     seconds = measured_seconds(preset, logs)
-    sheet = build(root, dag_for(root, preset, None))
-    jobs, _ = _jobs(preset, root)
+    jobs, sheet = _jobs(preset, root)
     matched = {label: (as_run(label, jobs[label], sheet.runs[label], runs), s)
                for label, s in seconds.items() if label in jobs}
     if not matched:
@@ -115,9 +115,9 @@ class ReplicationCost:
 
 def cost(preset: str, calibration: Calibration, root: str | Path = "replications") -> list[ReplicationCost]:
     """Each replication of ``preset`` on its own (its shared baselines included), on the calibrated machine."""
-    jobs, of = _jobs(preset, root)
+    jobs, sheet = _jobs(preset, root)
     out = []
-    for name, labels in sorted(of.items()):
+    for name, labels in sorted(sheet.of.items()):
         rc = ReplicationCost(name, len(labels), 0.0)
         for label in labels:
             s = calibration.seconds(jobs[label])

@@ -213,21 +213,19 @@ def cmd_redundancy(args: argparse.Namespace) -> int:
     check_out_file(args.out)
     loaded = load_for_task(args, head=False)
     common = {"poolings": args.pooling, "space": args.space, "threshold": args.threshold}
-    if args.domains:
-        # D7: each domain's own ratio and the stratified one (redundant in every domain), beside the ratio on the
-        # domains' batches pooled, which hides a head that only one domain needs
-        domains = domain_batches(loaded, args.domains, args.split, args.batches, "redundancy")
-        pooled = [b for found in domains.values() for b in found]
-        with loaded.placement.autocast():
+    with loaded.placement.autocast():
+        if args.domains:
+            # D7: each domain's own ratio and the stratified one (redundant in every domain), beside the ratio on
+            # the domains' batches pooled, which hides a head that only one domain needs
+            domains = domain_batches(loaded, args.domains, args.split, args.batches, "redundancy")
+            batches = [b for found in domains.values() for b in found]
             rows = [{**r, "view": "stratified"} for r in redundancy(loaded.model, domains, **common)]
-            rows += [{**r, "view": "pooled"} for r in redundancy(loaded.model, pooled, **common)]
-        result = {"source": str(args.source), "split": args.split, "batches": len(pooled),
-                  "domains": list(args.domains), "rows": rows}
-    else:
-        batches = scoring_batches(loaded, args.split, args.batches)
-        with loaded.placement.autocast():
+            rows += [{**r, "view": "pooled"} for r in redundancy(loaded.model, batches, **common)]
+        else:
+            batches = scoring_batches(loaded, args.split, args.batches)
             rows = redundancy(loaded.model, batches, **common)
-        result = {"source": str(args.source), "split": args.split, "batches": len(batches), "rows": rows}
+    result = {"source": str(args.source), "split": args.split, "batches": len(batches),
+              **({"domains": list(args.domains)} if args.domains else {}), "rows": rows}
     if args.out:
         write_json(args.out, with_identity(args, with_environment(result, loaded.model)))
     for r in rows:

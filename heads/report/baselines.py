@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from heads.report.collect import BASELINE, RunTree, number
 from heads.report.fmt import Table
-from heads.report.measures import against_yardstick, measure
+from heads.report.measures import precondition_values
 from heads.report.spec import Precondition
 from heads.report.tables import ci
 
@@ -55,8 +55,8 @@ def baselines_table(tree: RunTree, yardsticks: Iterable[Precondition] = ()) -> T
 
 
 def _yardstick_row(tree: RunTree, pre: Precondition) -> list:
-    """``pre``'s value per seed of its yardstick, ``(a - b) / |b|`` (:func:`against_yardstick`), over seeds."""
-    gaps, problems = against_yardstick(measure(tree, pre.a), measure(tree, pre.b or {}))
+    """``pre``'s value per seed of its yardstick, ``(a - b) / |b|``, over seeds: what the ledger reads."""
+    gaps, problems = precondition_values(tree, pre.a, pre.b)
     values = list(gaps.values())
     where = "/".join(str(pre.b.get(k, "*")) for k in ("variant", "strategy", "ratio")) if pre.b else ""
     return [pre.a["task"], "baseline", pre.name, *ci(values), len(values), where, len(problems)]

@@ -18,9 +18,9 @@ from heads.io import write_text
 from heads.report.baselines import baselines_table
 from heads.report.collect import RunTree
 from heads.report.fmt import Table, fmt
-from heads.report.measures import Series, against_yardstick, measure
+from heads.report.measures import Series, measure, precondition_values
 from heads.report.robustness import FRAGILE, NOT_MEASURED, robustness
-from heads.report.spec import Claim, Precondition
+from heads.report.spec import Claim
 from heads.report.stats import (
     FAILED,
     INCONCLUSIVE,
@@ -167,7 +167,8 @@ def check_preconditions(claim: Claim, tree: RunTree) -> tuple[str, str | None]:
     met, failed, unmeasured = [], [], []
     for pre in claim.requires:
         try:
-            values, problems = _precondition_values(tree, pre)
+            per_seed, problems = precondition_values(tree, pre.a, pre.b)
+            values = list(per_seed.values())
         except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
             unmeasured.append(f"{pre.what}: {exc}")
             continue
@@ -184,16 +185,6 @@ def check_preconditions(claim: Claim, tree: RunTree) -> tuple[str, str | None]:
     if unmeasured:
         return "not measured: " + "; ".join(unmeasured), INCONCLUSIVE
     return "met: " + "; ".join(met), None
-
-
-def _precondition_values(tree: RunTree, pre: Precondition) -> tuple[list[float], list[str]]:
-    """A precondition's per-seed values (by seed) and what kept any from being measured; with a yardstick ``b``,
-    ``(a - b) / |b|`` on the seeds ``b`` was run on (:func:`against_yardstick`)."""
-    a = measure(tree, pre.a)
-    if pre.b is None:
-        return [v for _, v in sorted(a.values.items())], list(a.failed.values()) + a.missing
-    values, problems = against_yardstick(a, measure(tree, pre.b))
-    return list(values.values()), problems
 
 
 def declared_not_tested(claim: Claim) -> ClaimResult:

@@ -91,6 +91,16 @@ def against_yardstick(a: Series, b: Series) -> tuple[dict[int, float], list[str]
     return values, problems
 
 
+def precondition_values(tree: RunTree, a: Mapping[str, Any], b: Mapping[str, Any] | None = None
+                        ) -> tuple[dict[int, float], list[str]]:
+    """A precondition's per-seed values and what kept any from being measured: ``a`` itself, or with a yardstick
+    ``b``, ``(a - b) / |b|`` on the seeds ``b`` was run on (:func:`against_yardstick`)."""
+    found = measure(tree, a)
+    if b is None:
+        return dict(sorted(found.values.items())), list(found.failed.values()) + found.missing
+    return against_yardstick(found, measure(tree, b))
+
+
 @dataclass(frozen=True)
 class Share:
     """A measure that is ``k`` of ``n`` units: :func:`_per_seed` keeps its value and its counts."""

@@ -438,6 +438,7 @@ def memory_table(tree: RunTree) -> Table:
         "(the memory cap); means over seeds. CPU peaks are live tensor bytes from torch.profiler's memory "
         "timeline, CUDA peaks the allocator's."))
 
+
 def genres_table(tree: RunTree) -> Table:
     """D7, genres as domains: the baseline pruned by similarity pooled over genres vs stratified by genre, its
     cost on each genre's held-out text (``heads shift`` on the genre corpora)."""
@@ -458,6 +459,7 @@ def genres_table(tree: RunTree) -> Table:
         "genre); `change`: the pruned model's relative perplexity increase over the baseline on each genre's "
         "held-out chapters (mean over seeds, Student-t 95 % interval). The report: a head redundant on average "
         "was the only one carrying one domain."))
+
 
 def redundancy_genre_table(tree: RunTree) -> Table:
     """D7's redundancy view: the baseline's share of redundant heads on each genre's held-out text, on the genres
