@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import tempfile
@@ -103,8 +104,25 @@ def replace_dir(tmp: Path, path: Path) -> Path:
     return path
 
 
+def clear_stale_temps(path: Path) -> list[Path]:
+    """Remove the hidden ``.NAME.*`` folders a killed writer of ``path`` left beside it (its half-written
+    temporary, or the old copy ``replace_dir`` had renamed aside); the removed paths. One process writes a
+    given path at a time (a run folder belongs to one job, and only rank 0 saves), so none is in use."""
+    import shutil
+
+    if not path.parent.is_dir():
+        return []
+    stale = [p for p in path.parent.glob(f".{glob.escape(path.name)}.*") if p.is_dir() and not p.is_symlink()]
+    for p in stale:
+        shutil.rmtree(p, ignore_errors=True)
+    return stale
+
+
 def temp_dir_beside(path: Path) -> Path:
+    """A fresh hidden folder beside ``path`` to write into before ``replace_dir``; stale ones from a killed
+    writer go first, so a resumed run ends with exactly the files an uninterrupted one has."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    clear_stale_temps(path)
     return Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
 
 

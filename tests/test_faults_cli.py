@@ -110,6 +110,18 @@ def test_a_torn_last_metrics_line_is_a_kill_mid_write_and_resumes(run, base):
     assert metrics.read_text() == whole
 
 
+def test_a_kill_mid_checkpoint_save_leaves_nothing_after_the_resume(run, base):
+    # the killed DAG in CI once kept a half-written .checkpoint.XXXX beside the run's checkpoint for good
+    files = sorted(p.relative_to(run) for p in run.rglob("*") if p.is_file())
+    (run / "summary.json").unlink()
+    half = run / ".checkpoint.329jx3rt"
+    shutil.copytree(run / "checkpoint" / "model", half / "model")
+    (run / ".checkpoint.old").mkdir()  # the old copy, renamed aside as the new one moved in
+    assert main(train_argv(run, base)) == 0
+    assert not half.exists() and not (run / ".checkpoint.old").exists()
+    assert sorted(p.relative_to(run) for p in run.rglob("*") if p.is_file()) == files
+
+
 # -- config files and values -------------------------------------------------------------------------------------
 def test_bad_yaml_and_a_missing_config_file_are_named(base, tmp_path, capsys):
     bad = tmp_path / "bad.yaml"

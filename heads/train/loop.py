@@ -23,6 +23,7 @@ from torch import nn
 from heads.config import RunConfig
 from heads.env import fix_threads
 from heads.flops import flops_per_token
+from heads.io import clear_stale_temps
 from heads.placement import Placement, optimizer_state_mb, tensor_megabytes
 from heads.surgery import head_layout, num_heads, prune_heads
 from heads.tasks.base import Task
@@ -139,6 +140,8 @@ class Trainer:
 
     def resume(self) -> bool:
         """Continue from ``out/checkpoint`` if there is one; True when resumed."""
+        if self.world.main:  # a kill mid-save leaves its half-written copy beside the checkpoint
+            clear_stale_temps(self.checkpoint_path)
         if not (self.checkpoint_path / "state.json").exists():
             return False
         check_identity(self.checkpoint_path, self.identity)
