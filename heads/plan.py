@@ -26,6 +26,7 @@ from typing import Any
 
 from heads.config import ConfigError, RunConfig
 from heads.flops import count_params, flops_per_token
+from heads.gpus import DEFAULT_GPU, DEFAULT_MFU, GPUS, Gpu
 from heads.sheet import RunSpec, _flatten, _value, build, dag_for
 
 
@@ -33,23 +34,6 @@ class PlanError(ValueError):
     """A preset, GPU class or task the plan cannot cost; the message names what would do."""
 
 
-@dataclass(frozen=True)
-class Gpu:
-    """A GPU class: peak dense bf16 tensor throughput and memory, from the vendor's datasheet."""
-
-    name: str
-    tflops: float  # dense bf16, no 2:4 sparsity
-    memory_gib: float
-
-
-# NVIDIA datasheets, dense BF16 tensor-core TFLOP/s (the datasheets' headline figures are twice these, "with
-# sparsity"); H200 is the SXM part, whose compute equals the H100 SXM's.
-GPUS: dict[str, Gpu] = {g.name: g for g in (
-    Gpu("A100-40GB", 312, 40), Gpu("A100-80GB", 312, 80), Gpu("H100-PCIe", 756, 80), Gpu("H100-SXM", 989, 80),
-    Gpu("H200", 989, 141), Gpu("L4", 121, 24), Gpu("L40S", 362, 48),
-)}
-DEFAULT_GPU = "H100-SXM"
-DEFAULT_MFU = 0.35
 
 ASSUMPTIONS = (
     "peak TFLOP/s: NVIDIA datasheets, dense bf16 (no sparsity); GPU-hours = FLOPs / (peak * MFU)",

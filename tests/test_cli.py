@@ -38,6 +38,15 @@ def smoke_run(tmp_path_factory, data_root):
     return out
 
 
+def test_the_command_line_parses_without_importing_torch():
+    # every DAG job pays its command's imports; the report, table and data jobs need no torch, so the parser
+    # (every command's options and help) must not pull it in (heads plan's GPU table once did, ~5 s a job)
+    code = ("import sys; from heads.cli import build_parser; build_parser(); "
+            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_list_names_every_registry(capsys):
     main(["list"])
     out = capsys.readouterr().out

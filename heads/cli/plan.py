@@ -94,7 +94,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
-    from heads.plan import DEFAULT_GPU, DEFAULT_MFU, GPUS
+    from heads.gpus import DEFAULT_GPU, DEFAULT_MFU, GPUS
 
     p = sub.add_parser("plan", help="what a preset's DAG costs: runs, FLOPs, GPU-hours, memory, disk")
     p.add_argument("--preset", default="tiny", help="smoke | tiny | small | paper (default tiny)")
