@@ -177,7 +177,7 @@ def test_training_time_prunes_by_the_reports_similarity_with_a_per_token_contras
     assert sheet["lm/during/curriculum/0.4/seed0"].params["pooling"] == "mean"
     assert "pooling" not in sheet["lm/during/curriculum_token/0.4/seed0"].params  # the strategies' default
     base = sheet["lm/baseline/none/0.0/seed0"]
-    assert base.config["train"]["snapshots"] == [30, 100, 200]  # merged with overprovisioning's declaration
+    assert base.config["train"]["snapshots"] == [20, 100, 150]  # merged with overprovisioning's declaration
     at = sheet["lm/analysis/redundancy_at/step100/seed0"]
     assert at.command == "redundancy" and at.knob == 100.0 and at.paths["source"].endswith("snapshots/step-100")
     assert sheet["lm/analysis/redundancy_at/final/seed0"].paths["source"] == base.label
