@@ -164,6 +164,12 @@ def test_perturbation_compares_two_run_trees_and_marks_fragile_verdicts(tmp_path
     assert robustness("D1-lm", "supported", data).startswith("same verdict under")
     assert robustness("D1-lm", "inconclusive", data).startswith(f"{NOT_MEASURED} for this verdict")
     assert robustness("B5-cls", "supported", data) == robustness("B5-cls", "supported", None) == NOT_MEASURED
+    # the measurement is of the runs whose effect it compared: a ledger of other runs (another preset) is not
+    d1 = data["claims"]["D1-lm"]["effect_base"]
+    assert robustness("D1-lm", "supported", data, d1).startswith("same verdict under")
+    assert robustness("D1-lm", "supported", data, d1 + 0.5).startswith(f"{NOT_MEASURED} on these runs")
+    assert robustness("D1-lm", "supported", data, None).startswith(f"{NOT_MEASURED} on these runs")
+    assert robustness("D1-lm", "supported", data, 0.0).startswith(f"{NOT_MEASURED} on these runs")  # any runs
 
 
 def _results(folder: Path, verdict: str, bleu: str, seconds: str) -> Path:

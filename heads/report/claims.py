@@ -275,7 +275,7 @@ def evaluate_all(claims: Sequence[Claim], tree: RunTree,
     fragile."""
     results = [evaluate(c, tree) for c in claims]
     for r in results:
-        r.robustness = robustness(r.claim.id, r.verdict, measurement)
+        r.robustness = robustness(r.claim.id, r.verdict, measurement, r.estimate.mean)
     return results
 
 

@@ -100,7 +100,7 @@ def merge_results(paths: Sequence[str | Path], claims: Sequence[Claim],
             found[r.claim.id] = (r, path)
     results = [found[c.id][0] if c.id in found else _missing(c) for c in claims]
     for r in results:
-        r.robustness = robustness(r.claim.id, r.verdict, measurement)
+        r.robustness = robustness(r.claim.id, r.verdict, measurement, r.estimate.mean)
     return results
 
 

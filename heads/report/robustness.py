@@ -6,7 +6,8 @@ compares the whole DAG's results with another machine's; each records, per claim
 the verdict of the results it compared against (``base``) and the other one. The
 ledger says per claim what the measurements found: the same verdict, a *fragile*
 one (any measurement that gave another), or nothing (not measured, or measured on
-earlier results whose verdict was not this one).
+earlier results whose verdict was not this one, or on other runs: a measurement records the effect of the
+results it compared, and a ledger whose effect differs is of other runs, e.g. after the preset changed).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 NOT_MEASURED = "not measured"
 FRAGILE = "fragile"
 SAME = "same verdict under"
+OTHER_RUNS = f"{NOT_MEASURED} on these runs"
+ANY = object()  # the caller gives no effect: the measurement is taken to be of these runs
 
 
 def load(path: str | Path | None) -> dict | None:
@@ -30,12 +33,15 @@ def load(path: str | Path | None) -> dict | None:
     return data
 
 
-def robustness(claim_id: str, verdict: str, measurement: dict[str, Any] | list[dict[str, Any]] | None) -> str:
+def robustness(claim_id: str, verdict: str, measurement: dict[str, Any] | list[dict[str, Any]] | None,
+               effect: Any = ANY) -> str:
     """What the measurements (one, several, or none) say about this claim's current verdict: *fragile* if any
-    of them gave another verdict, else the ones that gave the same, else not measured."""
+    of them gave another verdict, else the ones that gave the same, else not measured. ``effect``: the ledger's
+    effect (None where it has none); a measurement of results whose effect was another is of other runs and
+    says nothing about these."""
     many = measurement if isinstance(measurement, (list, tuple)) else [measurement]
     measurements = [m for m in many if m is not None]
-    said = [_one(claim_id, verdict, m) for m in measurements]
+    said = [_one(claim_id, verdict, m, effect) for m in measurements]
     fragile = [s for s in said if s.startswith(FRAGILE)]
     if fragile:
         return "; ".join([fragile[0], *(s[len(FRAGILE) + 2:] for s in fragile[1:])])
@@ -45,10 +51,23 @@ def robustness(claim_id: str, verdict: str, measurement: dict[str, Any] | list[d
     return next((s for s in said if s != NOT_MEASURED), NOT_MEASURED)
 
 
-def _one(claim_id: str, verdict: str, measurement: dict[str, Any]) -> str:
+def _same_runs(found: dict[str, Any], effect: Any, symmetric: bool) -> bool:
+    """Whether the ledger's ``effect`` is the one the measurement compared (either side's, for two machines).
+    No effect, or an effect of 0 (a claim whose runs found nothing: any runs may give it), proves nothing, so
+    it counts as other runs."""
+    if effect is ANY or "effect_base" not in found:
+        return True
+    sides = [found.get("effect_base"), *([found.get("effect_perturbed")] if symmetric else [])]
+    # measurements keep effects to 4 decimals at least: agree to that, or to 1e-3 relative
+    return bool(effect) and any(v is not None and abs(effect - v) <= 5e-5 + 1e-3 * abs(v) for v in sides)
+
+
+def _one(claim_id: str, verdict: str, measurement: dict[str, Any], effect: Any = ANY) -> str:
     found = measurement["claims"].get(claim_id)
     if not isinstance(found, dict):
         return NOT_MEASURED
+    if not _same_runs(found, effect, bool(measurement.get("symmetric"))):
+        return f"{OTHER_RUNS} (the measurement compared results of other runs, e.g. of an earlier preset)"
     # a verdict carried over from an earlier measurement names its own perturbation
     under = found.get("under") or measurement["perturbation"].get("label", "the perturbation")
     if measurement.get("symmetric") and found.get("perturbed") == verdict != found.get("base"):
