@@ -44,7 +44,9 @@ def main() -> None:
     p.add_argument("--conditions", default="", help="how the --small runs were measured (kept in the entry)")
     p.add_argument("--no-smoke", action="store_true", help="skip the fresh smoke run (minutes)")
     p.add_argument("--tiny-noop", action="store_true",
-                   help="time `snakemake --cores N` on the committed tiny tree (it must be up to date)")
+                   help="time `snakemake --cores N` on an up-to-date tiny tree (refused if it has work to do)")
+    p.add_argument("--tree", type=Path, default=ROOT,
+                   help="the checkout whose tiny DAG --tiny-noop times (default this one)")
     args = p.parse_args()
 
     entries = {}
@@ -55,8 +57,15 @@ def main() -> None:
             noop = snakemake(repo, "--cores", str(args.cores), "--config", "preset=smoke")
         entries["dag.smoke.wall_s"] = entry(round(smoke, 1), None, None, "seconds, fresh copy, data prep included")
         entries["dag.smoke.noop_rerun_s"] = entry(round(noop, 2), None, None, "seconds, nothing to do")
-    if args.tiny_noop:  # opt-in: on a tree that is not up to date, this runs the tiny DAG for real
-        tiny_noop = snakemake(ROOT, "--cores", str(args.cores))
+    if args.tiny_noop:
+        # a dry run first: on a tree with work to do, the timed call would run the tiny DAG for real (once it did,
+        # for 12 minutes, over a checkout's committed results)
+        dry = subprocess.run(["snakemake", "-n", "--cores", str(args.cores)], cwd=args.tree, capture_output=True,
+                             text=True)
+        if dry.returncode != 0 or "Nothing to be done" not in dry.stdout + dry.stderr:
+            raise SystemExit(f"--tiny-noop: the tiny DAG in {args.tree} is not up to date (snakemake -n has work "
+                             "to do); run it first, or name an up-to-date checkout with --tree")
+        tiny_noop = snakemake(args.tree, "--cores", str(args.cores))
         entries["dag.tiny.noop_rerun_s"] = entry(
             round(tiny_noop, 2), None, None, "seconds, snakemake on the up-to-date tiny DAG (nothing to do)"
         )
