@@ -1,5 +1,5 @@
-"""Whole-DAG wall-clock: the smoke DAG in a fresh copy of the repository and its no-op rerun (the tiny DAG's
-in place with --tiny-noop), against the targets of the issue
+"""Whole-DAG wall-clock: the smoke DAG in a fresh copy of the repository and its no-op rerun (with --tiny-noop, the tiny
+DAG's in an up-to-date checkout, --tree), against the targets of the issue
 (tiny <= 45 min is measured by a real `snakemake --cores 2` run and passed in with --tiny-seconds; each
 replication's small target, <= 150 min, likewise with --small NAME=SECONDS). dag.md lists every `dag.*` entry
 summary.json holds, so a later call that measures one thing keeps the others' rows.

@@ -105,14 +105,22 @@ def replace_dir(tmp: Path, path: Path) -> Path:
 
 
 def clear_stale_temps(path: Path) -> list[Path]:
-    """Remove the hidden ``.NAME.*`` folders a killed writer of ``path`` left beside it (its half-written
-    temporary, or the old copy ``replace_dir`` had renamed aside); the removed paths. One process writes a
-    given path at a time (a run folder belongs to one job, and only rank 0 saves), so none is in use."""
+    """Tidy what a killed writer of ``path`` left beside it; the removed paths. Its half-written temporary
+    (``.NAME.`` + the 8 characters ``tempfile`` adds) goes. So does the old copy ``replace_dir`` renamed aside
+    (``.NAME.old``), unless ``path`` itself is missing: the kill fell between the two renames, and that old
+    copy is then the last complete one, so it is put back. One process writes a given path at a time (a run
+    folder belongs to one job, and only rank 0 saves), so none of these is in use."""
+    import re
     import shutil
 
     if not path.parent.is_dir():
         return []
-    stale = [p for p in path.parent.glob(f".{glob.escape(path.name)}.*") if p.is_dir() and not p.is_symlink()]
+    old = path.with_name(f".{path.name}.old")
+    if not path.exists() and old.is_dir() and not old.is_symlink():
+        old.rename(path)
+    ours = re.compile(rf"\.{re.escape(path.name)}\.(old|[a-z0-9_]{{8}})")
+    stale = [p for p in path.parent.glob(f".{glob.escape(path.name)}.*")
+             if ours.fullmatch(p.name) and p.is_dir() and not p.is_symlink()]
     for p in stale:
         shutil.rmtree(p, ignore_errors=True)
     return stale

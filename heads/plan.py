@@ -34,7 +34,6 @@ class PlanError(ValueError):
     """A preset, GPU class or task the plan cannot cost; the message names what would do."""
 
 
-
 ASSUMPTIONS = (
     "peak TFLOP/s: NVIDIA datasheets, dense bf16 (no sparsity); GPU-hours = FLOPs / (peak * MFU)",
     "FLOPs: heads.flops (matmuls only, backward = 2 x forward) of the full, unpruned model at the longest "

@@ -169,7 +169,11 @@ def test_perturbation_compares_two_run_trees_and_marks_fragile_verdicts(tmp_path
     assert robustness("D1-lm", "supported", data, d1).startswith("same verdict under")
     assert robustness("D1-lm", "supported", data, d1 + 0.5).startswith(f"{NOT_MEASURED} on these runs")
     assert robustness("D1-lm", "supported", data, None).startswith(f"{NOT_MEASURED} on these runs")
-    assert robustness("D1-lm", "supported", data, 0.0).startswith(f"{NOT_MEASURED} on these runs")  # any runs
+    for nothing in (0.0, 3e-5, float("nan")):  # what any runs may give, to the ledger's 4 decimals
+        assert "cannot show" in robustness("D1-lm", "supported", data, nothing)
+    assert robustness("D1-lm", "supported", data, round(d1, 4)).startswith("same verdict under")  # read back
+    legacy = {**data, "claims": {"D1-lm": {"base": "supported", "perturbed": "supported"}}}  # no effect kept
+    assert robustness("D1-lm", "supported", legacy, d1 + 0.5).startswith("same verdict under")
 
 
 def _results(folder: Path, verdict: str, bleu: str, seconds: str) -> Path:
@@ -220,6 +224,11 @@ def test_machines_compares_two_rendered_results_and_the_ledger_reads_it(tmp_path
     assert robustness("B1-mt", "supported", data) == "fragile: inconclusive under an AVX512 box"
     # two real machines are symmetric: rendered from the other side's results, the verdict is just as fragile
     assert robustness("B1-mt", "inconclusive", data).startswith("fragile: supported under kernels at")
+    # ... rendered from either side's results, so the ledger's effect may be either side's
+    sides = {**data, "claims": {"B1-mt": {**data["claims"]["B1-mt"], "effect_perturbed": 0.4}}}
+    assert robustness("B1-mt", "inconclusive", sides, 0.4).startswith("fragile: supported under")
+    assert robustness("B1-mt", "supported", sides, 0.25) == "fragile: inconclusive under an AVX512 box"
+    assert robustness("B1-mt", "supported", sides, 0.9).startswith(f"{NOT_MEASURED} on these runs")
     imitated = {"perturbation": {"label": "kernels at default"}, "claims": {
         "B1-mt": {"base": "supported", "perturbed": "supported"},
         "A1-lm": {"base": "inconclusive", "perturbed": "inconclusive"}}}
@@ -382,3 +391,16 @@ def test_perturbation_carries_an_earlier_measurement_of_replications_it_does_not
     moved = {(m["task"], m["field"]): m for m in data["runs"]}
     assert moved[("lm", "final_val_loss")]["moved"] == 21  # the re-run replication's tree has no lm runs moved
     assert data["runs_compared"] > 21 and "Carried from an earlier measurement" in out.read_text()
+
+
+def test_bench_dag_times_no_op_only_on_a_tree_with_nothing_to_do(tmp_path, monkeypatch):
+    # timed on a tree with work to do, the "no-op" call once ran the whole tiny DAG over a checkout's results
+    (tmp_path / "Snakefile").write_text('rule all:\n    output: "done"\n    shell: "touch {output}"\n')
+    summary, out = tmp_path / "summary.json", tmp_path / "dag.md"
+    argv = ["--no-smoke", "--tiny-noop", "--tree", str(tmp_path), "--summary", str(summary), "--out", str(out)]
+    with pytest.raises(SystemExit, match="not up to date"):
+        run_script("bench_dag", *argv, monkeypatch=monkeypatch)
+    assert not (tmp_path / "done").exists() and not summary.exists()
+    (tmp_path / "done").touch()
+    run_script("bench_dag", *argv, monkeypatch=monkeypatch)
+    assert json.loads(summary.read_text())["dag.tiny.noop_rerun_s"]["measured"] > 0
