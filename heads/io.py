@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import glob
 import json
 import os
+import re
+import shutil
 import tempfile
 from collections.abc import Iterable
 from fnmatch import fnmatch
@@ -88,13 +89,16 @@ def read_jsonl(path: str | Path, torn_tail_ok: bool = False) -> list[dict]:
     return out
 
 
+def _aside(path: Path) -> Path:
+    """Where :func:`replace_dir` keeps the old ``path`` while the new one moves in."""
+    return path.with_name(f".{path.name}.old")
+
+
 def replace_dir(tmp: Path, path: Path) -> Path:
     """Move the finished folder ``tmp`` to ``path``, replacing any old one with no moment of absence
     visible as a half-written folder (the old one is renamed aside first, then removed)."""
-    import shutil
-
     if path.exists():
-        old = path.with_name(f".{path.name}.old")
+        old = _aside(path)
         shutil.rmtree(old, ignore_errors=True)
         path.rename(old)
         tmp.rename(path)
@@ -110,17 +114,13 @@ def clear_stale_temps(path: Path) -> list[Path]:
     (``.NAME.old``), unless ``path`` itself is missing: the kill fell between the two renames, and that old
     copy is then the last complete one, so it is put back. One process writes a given path at a time (a run
     folder belongs to one job, and only rank 0 saves), so none of these is in use."""
-    import re
-    import shutil
-
     if not path.parent.is_dir():
         return []
-    old = path.with_name(f".{path.name}.old")
+    old = _aside(path)
     if not path.exists() and old.is_dir() and not old.is_symlink():
         old.rename(path)
     ours = re.compile(rf"\.{re.escape(path.name)}\.(old|[a-z0-9_]{{8}})")
-    stale = [p for p in path.parent.glob(f".{glob.escape(path.name)}.*")
-             if ours.fullmatch(p.name) and p.is_dir() and not p.is_symlink()]
+    stale = [p for p in path.parent.iterdir() if ours.fullmatch(p.name) and p.is_dir() and not p.is_symlink()]
     for p in stale:
         shutil.rmtree(p, ignore_errors=True)
     return stale

@@ -51,33 +51,29 @@ def robustness(claim_id: str, verdict: str, measurement: dict[str, Any] | list[d
     return next((s for s in said if s != NOT_MEASURED), NOT_MEASURED)
 
 
-def _same_runs(found: dict[str, Any], effect: Any, symmetric: bool) -> bool:
-    """Whether the ledger's ``effect`` is the one the measurement compared (either side's, for two machines).
-    No effect, or an effect of 0 (a claim whose runs found nothing: any runs may give it), proves nothing, so
-    it counts as other runs."""
-    if effect is ANY or "effect_base" not in found:
-        return True
-    if not _identifies(effect):
-        return False
-    sides = [found.get("effect_base"), *([found.get("effect_perturbed")] if symmetric else [])]
-    # measurements keep effects to 4 decimals at least: agree to that, or to 1e-3 relative
-    return any(v is not None and abs(effect - v) <= 5e-5 + 1e-3 * abs(v) for v in sides)
-
-
 def _identifies(effect: Any) -> bool:
     """An effect that can tell runs apart: a number, not NaN, and not 0 to the ledger's 4 decimals (the full
-    mean and the one read back from claims.csv must agree)."""
+    mean and the one read back from claims.csv must agree). No effect, or 0 (a claim whose runs found nothing),
+    is what any runs may give."""
     return isinstance(effect, (int, float)) and effect == effect and abs(effect) >= 5e-5
+
+
+def _compared(found: dict[str, Any], effect: float, symmetric: bool) -> bool:
+    """Whether ``effect`` is the one the measurement compared (either side's, for two machines); measurements
+    keep effects to 4 decimals at least: agree to that, or to 1e-3 relative."""
+    sides = [found.get("effect_base"), *([found.get("effect_perturbed")] if symmetric else [])]
+    return any(v is not None and abs(effect - v) <= 5e-5 + 1e-3 * abs(v) for v in sides)
 
 
 def _one(claim_id: str, verdict: str, measurement: dict[str, Any], effect: Any = ANY) -> str:
     found = measurement["claims"].get(claim_id)
     if not isinstance(found, dict):
         return NOT_MEASURED
-    if not _same_runs(found, effect, bool(measurement.get("symmetric"))):
+    if effect is not ANY and "effect_base" in found:  # a measurement that kept no effect cannot be checked
         if not _identifies(effect):
             return f"{OTHER_RUNS} (an effect of none or 0 cannot show these are the runs the measurement compared)"
-        return f"{OTHER_RUNS} (the measurement compared results of other runs, e.g. of an earlier preset)"
+        if not _compared(found, effect, bool(measurement.get("symmetric"))):
+            return f"{OTHER_RUNS} (the measurement compared results of other runs, e.g. of an earlier preset)"
     # a verdict carried over from an earlier measurement names its own perturbation
     under = found.get("under") or measurement["perturbation"].get("label", "the perturbation")
     if measurement.get("symmetric") and found.get("perturbed") == verdict != found.get("base"):
