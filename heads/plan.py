@@ -246,6 +246,9 @@ def analysis_job(e: RunSpec, cfg: RunConfig) -> Job:
     elif e.command == "memory":  # per model a warm step and ~7 measured ones (doubling, then bisection) up to
         # twice the cap batch; a training step is about three forward passes
         examples = 2 * 3 * (1 + 7 * 2 * o.get("cap_batch", 32))
+    elif e.command == "clock":  # per model a warm step and (repeats x steps) timed ones at the training batch
+        models = 3 if o.get("dropout") is not None else 2
+        examples = 3 * models * (1 + o.get("repeats", 7) * o.get("steps", 10)) * b
     elif e.command == "speed":  # (repeats 5 + warm-up 1) timed passes of 32 examples per ratio and batch size
         examples = 6 * len(o.get("ratios", [0.0])) * sum(max(32, k) for k in o.get("batches", [1, 32]))
     else:  # trivial: a logistic regression on the CPU

@@ -334,6 +334,67 @@ def test_memory_command_compares_a_pruned_model_with_its_reference(saved, cli, t
              "--task", "lm", "--preset", "smoke", saved["data"]])
 
 
+# -- the training-step clock (D1, D4) ---------------------------------------------------------------------
+def test_clock_times_models_interleaved_and_pairs_each_repeat(monkeypatch):
+    """Ratios are paired within a repeat: load that drifts between repeats cancels, and the order rotates."""
+    from heads.analysis import clock
+
+    now = {"t": 0.0}
+    order: list[str] = []
+    load = iter([1.0] * 3 + [3.0] * 3 + [2.0] * 3)  # the machine's slowdown, one value per timed block
+
+    class Fake:
+        device = torch.device("cpu")
+
+        def __init__(self, name: str, cost: float) -> None:
+            self.name, self.cost, self.slow = name, cost, 1.0
+
+        def step(self, batch) -> None:
+            now["t"] += self.cost * self.slow
+
+    fakes = {"reference": Fake("reference", 2.0), "model": Fake("model", 1.5), "dropout": Fake("dropout", 2.5)}
+    real = clock._time_steps
+
+    def timed(trainer, batch, steps):
+        order.append(trainer.name)
+        trainer.slow = next(load)
+        return real(trainer, batch, steps)
+
+    monkeypatch.setattr(clock, "_time_steps", timed)
+    monkeypatch.setattr(clock.time, "perf_counter", lambda: now["t"])
+    monkeypatch.setattr(clock.time, "process_time", lambda: now["t"] / 2)
+    out = clock.clock_rows(fakes, {}, steps=4, repeats=3, warmup=0)
+    assert order == ["reference", "model", "dropout", "model", "dropout", "reference", "dropout", "reference", "model"]
+    model, dropout = out["models"]["model"], out["models"]["dropout"]
+    assert model["step_seconds"] == [1.5, 4.5, 3.0] and out["models"]["reference"]["step_s"] == 4.0
+    assert model["step_ratio"] == pytest.approx(0.75) and model["cpu_step_ratio"] == pytest.approx(0.75)
+    assert dropout["throughput_ratio"] == pytest.approx(0.8) and out["models"]["reference"]["step_ratio"] == 1.0
+    with pytest.raises(ValueError, match="reference"):
+        clock.clock_rows({"model": fakes["model"]}, {}, steps=1, repeats=1)
+    with pytest.raises(ValueError, match="steps"):
+        clock.clock_rows(fakes, {}, steps=0, repeats=1)
+
+
+def test_clock_command_times_the_pruned_model_its_reference_and_dropout(saved, cli, tmp_path, capsys):
+    out = tmp_path / "clock.json"
+    assert cli(["clock", str(saved["pruned"]), "--reference", str(saved["full"]), "--dropout", "0.25", "--batch", "2",
+                "--steps", "1", "--repeats", "2", "--task", "lm", "--preset", "smoke", saved["data"],
+                "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    models = result["models"]
+    assert set(models) == {"reference", "model", "dropout"} and result["dropout"] == 0.25 and result["batch"] == 2
+    assert models["model"]["heads"] < models["reference"]["heads"] == models["dropout"]["heads"]
+    for row in models.values():
+        assert len(row["step_seconds"]) == 2 and row["step_s"] > 0 and row["step_ratio"] > 0
+    assert models["reference"]["step_ratio"] == 1.0 and "environment" in result
+    assert "a step" in capsys.readouterr().out
+    for bad, message in ((["--steps", "0"], "--steps"), (["--dropout", "1.5"], "--dropout"),
+                         (["--batch", "0"], "--batch")):
+        with pytest.raises(SystemExit, match=message):
+            cli(["clock", str(saved["pruned"]), "--reference", str(saved["full"]), "--task", "lm", "--preset", "smoke",
+                 saved["data"], *bad])
+
+
 # -- genres as domains (D7) ----------------------------------------------------------------------------
 def test_prune_by_similarity_on_genres_pooled_or_stratified(saved, cli, tmp_path):
     from heads.scoring import compute_scores, stratified_scores

@@ -17,7 +17,7 @@ import pytest
 from heads.cli import report as report_cli
 from heads.report import RunTree, evaluate, load_all
 from heads.report.claims import CSV_COLUMNS
-from heads.report.collect import read_json
+from heads.report.collect import reach_fields, read_json
 from heads.report.ledger import merged_environments
 from heads.report.render import artefacts, replications
 from heads.report.spec import parse_claim
@@ -900,6 +900,46 @@ def test_distribution_shift_reads_each_corpus_gap_of_the_pruned_model(tree_root)
     assert home.per_seed == pytest.approx({s: 0.02 for s in SEEDS})
     gapless = evaluate(_claim(kind="value", a={"from": "shift", "arm": "oneshot", "measure": "gap"}), tree)
     assert gapless.verdict == "inconclusive" and "needs the shifted dataset" in gapless.note
+
+
+def test_clock_claims_weigh_exact_steps_by_interleaved_step_times(tree_root, tmp_path):
+    """D1 and D4 on the interleaved clock: step counts from the runs, step times from one job (heads clock)."""
+    runs = tmp_path / "runs"
+    shutil.copytree(tree_root, runs)
+    for s in SEEDS:
+        label = f"lm/analysis/clock/oneshot/seed{s}"
+        models = {"reference": {"step_ratio": 1.0, "cpu_step_ratio": 1.0, "throughput_ratio": 1.0},
+                  "model": {"step_ratio": 0.8 + 0.01 * s, "cpu_step_ratio": 0.7},
+                  "dropout": {"step_ratio": 1.1, "throughput_ratio": 0.9 + 0.01 * s, "cpu_throughput_ratio": 0.95}}
+        _write(runs / f"{label}.json", {"models": models, "run": {
+            "label": label, "kind": "clock", "task": "lm", "seed": s, "variant": "clock", "arm": "oneshot",
+            "ratio": 0.0, "knob": None, "from_run": f"lm/during/oneshot/0.25/seed{s}"}})
+    tree = RunTree(runs)
+    claims = {c.id: c for c in load_all(REPLICATIONS)}
+    d1 = evaluate(claims["D1-lm-interleaved"], tree)
+    one = {r.seed: r for r in tree.select("lm", "during", "oneshot", 0.25)}
+    base = {r.seed: r for r in tree.select("lm", **BASE)}
+    target = tree.baseline_target("lm", 0.01)
+    steps = {s: reach_fields(one[s], target)["steps_to_target_or_total"] for s in SEEDS}
+    base_steps = {s: reach_fields(base[s], target)["steps_to_target_or_total"] for s in SEEDS}
+    # one-shot pruned at step 0 in this tree: every step runs at the pruned model's step time
+    assert d1.per_seed == pytest.approx({s: steps[s] * (0.8 + 0.01 * s) / base_steps[s] for s in SEEDS})
+    cpu = evaluate(claims["D1-lm-interleaved-cpu"], tree)
+    assert cpu.per_seed == pytest.approx({s: steps[s] * 0.7 / base_steps[s] for s in SEEDS})
+    # a prune later in the run: the steps before it at the full model's step time
+    events = one[0].path / "events.jsonl"
+    moved = [{**e, "step": 20} if e.get("event") == "prune" else e
+             for e in map(json.loads, events.read_text().splitlines())]
+    _jsonl(events, moved)
+    later = evaluate(claims["D1-lm-interleaved"], RunTree(runs))
+    assert later.per_seed[0] == pytest.approx((20 + (steps[0] - 20) * 0.8) / base_steps[0])
+    d4 = evaluate(claims["D4-lm-throughput-interleaved"], tree)
+    assert d4.per_seed == pytest.approx({s: 0.9 + 0.01 * s for s in SEEDS}) and d4.verdict == "supported"
+    assert evaluate(claims["D4-lm-throughput-interleaved-cpu"], tree).per_seed == pytest.approx(
+        {s: 0.95 for s in SEEDS})
+    (runs / "lm" / "during" / "oneshot" / "0.25" / "seed1" / "summary.json").unlink()
+    gap = evaluate(claims["D1-lm-interleaved"], RunTree(runs))
+    assert 1 not in gap.per_seed and "seed 1 lacks its pruned run" in gap.note
 
 
 def test_shift_rows_orient_the_cost_so_that_larger_is_worse():

@@ -144,6 +144,39 @@ def load_for_task(args: argparse.Namespace, head: bool = True) -> Loaded:
     return Loaded(model, tokenizer, cfg, task, placement)
 
 
+def add_pair_arguments(p: argparse.ArgumentParser) -> None:
+    """A pruned model and the unpruned reference it came from, trained on one split (``heads memory``, ``clock``);
+    the caller adds its own options, then :func:`add_output_arguments`."""
+    p.add_argument("source", help="the pruned model's run folder (its config applies), or a model folder with --task")
+    add_run_options(p, required=False)
+    p.add_argument("--reference", required=True, help="the unpruned model it came from (run or model folder)")
+
+
+def add_output_arguments(p: argparse.ArgumentParser, split: str = "train") -> None:
+    p.add_argument("--split", default=split, help=f"examples the steps train on (default {split})")
+    p.add_argument("--out", type=Path, help="write the result JSON here")
+    add_identity_option(p)
+
+
+def load_pair(args: argparse.Namespace, command: str):
+    """``(loaded, reference, examples)`` of a pruned model (``args.source``, its run's task and config), the
+    unpruned ``args.reference`` on the same device, and ``args.split``'s examples: one model before and after
+    pruning, or a clear error."""
+    from heads.surgery import load
+
+    check_split(args.split)
+    check_out_file(args.out)
+    loaded = load_for_task(args)
+    reference = load(resolve_source(args.reference)).to(loaded.placement.device)
+    if type(reference) is not type(loaded.model):
+        raise fail(f"{command}: {args.reference} is a {type(reference).__name__}, {args.source} a "
+                   f"{type(loaded.model).__name__}: not one model before and after pruning")
+    examples = loaded.task.examples(loaded.cfg, loaded.tokenizer, args.split)
+    if not examples:
+        raise fail(f"{command}: the {args.split} split of {loaded.cfg.task} has no examples")
+    return loaded, reference, examples
+
+
 def scoring_batches(loaded: Loaded, split: str, n: int) -> list[dict]:
     """The first ``n`` batches of a split, in fixed order (the data every scorer sees)."""
     from heads.tasks.batching import eval_batches

@@ -456,6 +456,13 @@ class RunTree:
         self._read_runs.update(r.name for r in found)
         return found
 
+    def run(self, label: str) -> Run | None:
+        """The run whose run-sheet label (its folder under the tree) is ``label``, noted as read."""
+        found = next((r for r in self.runs if r.path.relative_to(self.root).as_posix() == label), None)
+        if found is not None:
+            self._read_runs.add(found.name)
+        return found
+
     @property
     def tasks(self) -> list[str]:
         found = {r.task for r in self.runs} | {task for task, _ in self._analyses}

@@ -20,7 +20,7 @@ from heads.report.collect import Run, RunTree, higher_is_better, number, reach_f
 from heads.report.sites import site_kind
 
 SOURCES = ("run", "ablation", "all_but_one", "curve", "curve_at", "speed", "roles", "redundancy", "redundancy_at",
-           "shift", "memory")
+           "shift", "memory", "clock")
 MEASURES = {
     "ablation": ("significant_share", "significant_count", "mean_delta_loss"),
     "all_but_one": ("harmless_share", "mean_delta", "max_delta"),
@@ -32,6 +32,8 @@ MEASURES = {
     "redundancy_at": ("redundancy_ratio", "max_similarity"),
     "shift": ("change", "gap", "worst"),
     "memory": ("batch_ratio", "peak_ratio", "optimizer_ratio", "largest_batch"),
+    "clock": ("step_ratio", "cpu_step_ratio", "throughput_ratio", "cpu_throughput_ratio", "time_to_target_ratio",
+              "cpu_time_to_target_ratio"),
 }
 KEYS = {
     "run": {"variant", "strategy", "ratio", "field", "pick", "target", "pruned"},
@@ -45,6 +47,7 @@ KEYS = {
     "redundancy_at": {"step", "measure", "pooling", "space"},
     "shift": {"arm", "dataset", "measure"},
     "memory": {"arm", "measure"},
+    "clock": {"arm", "model", "measure", "target"},
 }
 TTT_FIELDS = {"time_to_target", "steps_to_target", "cpu_time_to_target"}
 
@@ -123,7 +126,7 @@ def check_selector(sel: Mapping[str, Any], where: str) -> None:
                 raise SelectorError(f"{where}: from: run needs {key!r}")
     elif sel.get("measure") not in MEASURES[source]:
         raise SelectorError(f"{where}: measure: {sel.get('measure')!r} is not one of {list(MEASURES[source])}")
-    if source in ("shift", "memory") and "arm" not in sel:
+    if source in ("shift", "memory", "clock") and "arm" not in sel:
         raise SelectorError(f"{where}: from: {source} needs 'arm' (the pruned model's arm)")
     if source == "curve" and "scorer" not in sel:
         raise SelectorError(f"{where}: from: curve needs 'scorer'")
@@ -138,7 +141,7 @@ def measure(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     source = sel.get("from", "run")
     return {"run": _run, "ablation": _ablation, "all_but_one": _all_but_one, "curve": _curve, "curve_at": _curve,
             "speed": _speed, "roles": _roles, "redundancy": _redundancy,
-            "redundancy_at": _redundancy_at, "shift": _shift, "memory": _memory}[source](tree, sel)
+            "redundancy_at": _redundancy_at, "shift": _shift, "memory": _memory, "clock": _clock}[source](tree, sel)
 
 
 # -- runs ----------------------------------------------------------------------------------------------
@@ -642,3 +645,58 @@ def _memory(tree: RunTree, sel: Mapping[str, Any]) -> Series:
 
     return _per_seed(tree.analyses(task, "memory", arm), f"{task} memory {arm} {how}",
                      f"{task}: no analysis/memory/{arm}/seed*.json", fn)
+
+
+# -- the interleaved training-step clock --------------------------------------------------------------------
+def _first_prune_step(run: Run) -> int | None:
+    steps = [int(e["step"]) for e in run.events if e.get("event") == "prune" and isinstance(e.get("step"), int)]
+    return min(steps) if steps else None
+
+
+def _clock(tree: RunTree, sel: Mapping[str, Any]) -> Series:
+    """Training-step times measured interleaved in one job (``heads clock``): a model's (``model``: the pruned
+    arm, default; ``dropout``: the baseline under warm-up attention dropout) ``step_ratio`` / ``throughput_ratio``
+    against the baseline on the wall or CPU clock; or ``time_to_target_ratio``: the pruned run's steps to the
+    target (the baseline's final loss + ``target.tol``), those before its first prune at the baseline's step time
+    and the rest at the pruned model's, over the baseline's steps to the target (training steps alone: evaluation
+    passes are left out). Step counts come from the runs and are exact; only the step times are clock."""
+    task, how, arm, model = sel["task"], sel["measure"], str(sel["arm"]), str(sel.get("model", "model"))
+    label = f"{task} clock {arm} {model} {how}"
+    data = tree.analyses(task, "clock", arm)
+    if how not in ("time_to_target_ratio", "cpu_time_to_target_ratio"):
+        def fn(d: dict) -> float | None:
+            row = (d.get("models") or {}).get(model)
+            return number(row.get(how)) if isinstance(row, dict) else None
+
+        return _per_seed(data, label, f"{task}: no analysis/clock/{arm}/seed*.json", fn)
+    series = Series(label)
+    if not data:
+        series.missing.append(f"{task}: no analysis/clock/{arm}/seed*.json")
+        return series
+    spec = dict(sel.get("target") or {})
+    target = tree.baseline_target(task, spec.pop("tol", None), spec)
+    if target is None:
+        series.missing.append(f"{task}: no baseline final val_loss to set the target")
+        return series
+    ratio_key = "cpu_step_ratio" if how.startswith("cpu_") else "step_ratio"
+    not_reached = 0
+    for seed, d in sorted(data.items()):
+        ident = d.get("run") if isinstance(d.get("run"), dict) else {}
+        pruned = tree.run(str(ident.get("from_run")))
+        base = next(iter(tree.select(task, variant="baseline", strategy="none", ratio=0.0, seed=seed)), None)
+        step_ratio = number(((d.get("models") or {}).get("model") or {}).get(ratio_key))
+        if pruned is None or base is None or pruned.failed or base.failed or step_ratio is None:
+            series.missing.append(f"{label}: seed {seed} lacks its pruned run, its baseline or its step ratio")
+            continue
+        reach = reach_fields(pruned, target)
+        steps, not_reached = reach["steps_to_target_or_total"], not_reached + (reach["reached"] is False)
+        base_steps = reach_fields(base, target)["steps_to_target_or_total"]
+        at = _first_prune_step(pruned)
+        if steps is None or not base_steps or at is None:
+            series.missing.append(f"{label}: seed {seed}: no steps to the target, or no prune, to weigh")
+            continue
+        full = min(at, steps)
+        series.values[seed] = (full + (steps - full) * step_ratio) / base_steps
+    if not_reached:
+        series.notes.append(f"target not reached by {not_reached}/{len(data)} {arm} runs (their total steps used)")
+    return series

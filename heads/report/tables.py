@@ -439,6 +439,34 @@ def memory_table(tree: RunTree) -> Table:
         "timeline, CUDA peaks the allocator's."))
 
 
+def clock_table(tree: RunTree) -> Table:
+    """D1, D4: training-step times of each pruned arm, its baseline and the baseline under warm-up attention
+    dropout, measured interleaved in one job per seed (``heads clock``)."""
+    cols = ["task", "arm", "model", "n_seeds", "heads", "step_ms", "cpu_step_ms", "step_ratio", "ci_low", "ci_high",
+            "cpu_step_ratio"]
+    rows = []
+    for task in tree.tasks:
+        for arm in tree.arm_names(task, "clock"):
+            per_seed = tree.analyses(task, "clock", arm)
+            for model in ("reference", "model", "dropout"):
+                found = [d["models"][model] for d in per_seed.values()
+                         if isinstance(d.get("models"), dict) and isinstance(d["models"].get(model), dict)]
+                if not found:
+                    continue
+
+                def of(key: str, scale: float = 1.0, found: list = found) -> list[float]:
+                    return [r[key] * scale for r in found if isinstance(r.get(key), (int, float))]
+
+                rows.append([task, arm, {"reference": "baseline", "model": arm}.get(model, "baseline + dropout"),
+                             len(found), mean(of("heads")), mean(of("step_s", 1e3)), mean(of("cpu_step_s", 1e3)),
+                             *ci(of("step_ratio")), mean(of("cpu_step_ratio"))])
+    return Table("Training-step time, measured interleaved", cols, rows, caption=(
+        "Each pruned arm, the unpruned baseline and the baseline under warm-up attention dropout, training on the "
+        "same batch in one job, their order rotated from repeat to repeat: median milliseconds a step and the "
+        "median per-repeat ratio to the baseline's (below 1: faster), means over seeds (Student-t 95 % interval). "
+        "D1 weighs the runs' exact step counts by these times; D4's throughput cost is the dropout row."))
+
+
 def genres_table(tree: RunTree) -> Table:
     """D7, genres as domains: the baseline pruned by similarity pooled over genres vs stratified by genre, its
     cost on each genre's held-out text (``heads shift`` on the genre corpora)."""
@@ -499,6 +527,7 @@ TABLES: dict[str, Callable[[RunTree], Table]] = {
     "l0": l0_table, "roles": roles_table,
     "pruned_vs_scratch": pruned_vs_scratch_table, "differences": differences_table,
     "runs": training_runs_table, "redundancy": redundancy_table, "gqa": gqa_table,
-    "redundancy_over_training": redundancy_over_training_table, "memory": memory_table, "genres": genres_table,
+    "redundancy_over_training": redundancy_over_training_table, "memory": memory_table, "clock": clock_table,
+    "genres": genres_table,
     "redundancy_genre": redundancy_genre_table,
 }

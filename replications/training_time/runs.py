@@ -13,7 +13,9 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
     similarity; the baseline's redundancy at each of ``redundancy_steps`` (its snapshots) and at the end; each of
     ``shift_arms`` against the baseline in domain and on ``shift_datasets`` (a distribution shift); each of
     ``memory_arms`` against the baseline's training-step memory (the largest batch within its peak at
-    ``memory_cap_batch``); with ``longer_baseline``, the baseline trained twice as long (whether it converged)."""
+    ``memory_cap_batch``); each of ``clock_arms``'s training steps timed interleaved with the baseline's and, with
+    ``clock_dropout``, the baseline's under that attention dropout; with ``longer_baseline``, the baseline trained
+    twice as long (whether it converged)."""
     s, task, out = settings, settings["task"], []
     pooling, steps = s["pooling"], list(s["redundancy_steps"])
     for seed in seeds:
@@ -41,9 +43,14 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                                    params={**params, **_pooling(strategy, how)}))
         out += redundancy_over_training(task, base.label, steps, seed, s["redundancy_batches"])
         # D7: the pruned models against the baseline in domain and on the same books in other translations;
-        # D8: their training-step memory against the baseline's, and the largest batch within its peak
+        # D8: their training-step memory against the baseline's, and the largest batch within its peak;
+        # D1, D4: their training steps timed interleaved with the baseline's (and the baseline's under warm-up
+        # attention dropout), where two runs timed in separate jobs see different machine load
+        clock = {"steps": s["clock_steps"], "repeats": s["clock_repeats"],
+                 **({"dropout": s["clock_dropout"]} if s["clock_dropout"] is not None else {})}
         for kind, key, options in (("shift", "shift_arms", {"datasets": list(s["shift_datasets"])}),
-                                   ("memory", "memory_arms", {"cap_batch": s["memory_cap_batch"]})):
+                                   ("memory", "memory_arms", {"cap_batch": s["memory_cap_batch"]}),
+                                   ("clock", "clock_arms", clock)):
             for arm in s[key]:
                 model = next((e for e in out if e.seed == seed and e.variant == "during" and e.arm == arm), None)
                 if model is None:

@@ -37,7 +37,7 @@ rule analyse:
     benchmark:
         f"logs/{PRESET}/benchmarks/runs/{{label}}.tsv"
     wildcard_constraints:
-        label=labels_of("ablate", "curve", "speed", "roles", "redundancy", "shift", "memory", "trivial"),
+        label=labels_of("ablate", "curve", "speed", "roles", "redundancy", "shift", "memory", "clock", "trivial"),
     conda:
         "../../environment.yml"
     threads: config["threads"]
