@@ -547,6 +547,18 @@ def test_whole_ledger_merges_the_replications_own_and_says_which_have_not_run(tr
     assert left and all(rows[c.id]["verdict"] == "inconclusive" and f"`snakemake {names[0]}`, has not run"
                         in rows[c.id]["note"] for c in left)
 
+    # a ledger written before a claim was declared: merged, but without that claim's row
+    old = tmp_path / "old" / "claims.csv"
+    old.parent.mkdir()
+    lines = (tmp_path / names[0] / "claims.csv").read_text().splitlines(keepends=True)
+    old.write_text("".join(line for line in lines if not line.startswith(left[0].id + ",")))
+    for extra in ("baselines.csv", "environments.json"):
+        shutil.copy(tmp_path / names[0] / extra, old.parent / extra)
+    assert _cli(["claims", "--ledgers", str(old), *ledgers[1:], "--replications", str(REPLICATIONS),
+                 "--out", str(part)]) == 0
+    rows = {r["claim"]: r for r in csv.DictReader((part / "claims.csv").open())}
+    assert rows[left[0].id]["verdict"] == "inconclusive" and "predates this claim" in rows[left[0].id]["note"]
+
     with pytest.raises(SystemExit, match="is in both"):
         _cli(["claims", "--ledgers", ledgers[0], ledgers[0], "--replications", str(REPLICATIONS), "--out", str(part)])
     with pytest.raises(SystemExit, match="no such file"):

@@ -79,12 +79,16 @@ def read_ledger(path: str | Path, claims: Mapping[str, Claim]) -> list[ClaimResu
     return out
 
 
-def _missing(claim: Claim) -> ClaimResult:
+def _missing(claim: Claim, merged: bool) -> ClaimResult:
+    """A claim no merged ledger has: its replication's target has not run, or (``merged``) its ledger was
+    written before the claim was declared."""
     if claim.not_tested:
         return declared_not_tested(claim)
-    return ClaimResult(claim, INCONCLUSIVE, note=f"not run: no ledger of replication {claim.replication!r} "
-                       f"was merged (its target, `snakemake {claim.replication}`, has not run at this scale)",
-                       precondition="not measured")
+    why = (f"the merged ledger of replication {claim.replication!r} predates this claim (it has no row for it; "
+           f"rerun `snakemake {claim.replication}` at this scale)" if merged else
+           f"no ledger of replication {claim.replication!r} was merged (its target, `snakemake "
+           f"{claim.replication}`, has not run at this scale)")
+    return ClaimResult(claim, INCONCLUSIVE, note=f"not run: {why}", precondition="not measured")
 
 
 def merge_results(paths: Sequence[str | Path], claims: Sequence[Claim],
@@ -98,7 +102,8 @@ def merge_results(paths: Sequence[str | Path], claims: Sequence[Claim],
             if r.claim.id in found:
                 raise LedgerError(f"claim {r.claim.id} is in both {found[r.claim.id][1]} and {path}")
             found[r.claim.id] = (r, path)
-    results = [found[c.id][0] if c.id in found else _missing(c) for c in claims]
+    merged = {r.claim.replication for r, _ in found.values()}
+    results = [found[c.id][0] if c.id in found else _missing(c, c.replication in merged) for c in claims]
     for r in results:
         r.robustness = robustness(r.claim.id, r.verdict, measurement, r.estimate.mean)
     return results
