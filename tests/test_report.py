@@ -945,6 +945,9 @@ def test_clock_claims_weigh_exact_steps_by_interleaved_step_times(tree_root, tmp
     _jsonl(events, moved)
     later = evaluate(claims["D1-lm-interleaved"], RunTree(runs))
     assert later.per_seed[0] == pytest.approx((20 + (steps[0] - 20) * 0.8) / base_steps[0])
+    table = TABLES["clock"](tree)
+    assert [r[1:4] for r in table.rows] == [["oneshot", m, 3] for m in ("baseline", "oneshot", "baseline + dropout")]
+    assert table.rows[1][7] == pytest.approx(0.81) and table.rows[2][7] == pytest.approx(1.1)
     d4 = evaluate(claims["D4-lm-throughput-interleaved"], tree)
     assert d4.per_seed == pytest.approx({s: 0.9 + 0.01 * s for s in SEEDS}) and d4.verdict == "supported"
     assert evaluate(claims["D4-lm-throughput-interleaved-cpu"], tree).per_seed == pytest.approx(
