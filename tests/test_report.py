@@ -202,6 +202,16 @@ def make_tree(root: Path) -> Path:
                           "largest_batch": 32, "batch_ratio": 1.0, "peak_ratio": 1.0},
             "model": {"heads": 6, "param_bytes": 3.5 * 2**20, "optimizer_bytes": 7 * 2**20, "peak_bytes": 76 * 2**20,
                       "largest_batch": 34, "batch_ratio": 34 / 32, "peak_ratio": 0.95}}})
+        # D1, D4: step times of the one-shot model, the baseline and the baseline under dropout, interleaved
+        clock = f"lm/analysis/clock/oneshot/seed{s}"
+        _write(runs / f"{clock}.json", {"models": {
+            "reference": {"heads": 8, "step_s": 0.1, "cpu_step_s": 0.09, "step_ratio": 1.0, "cpu_step_ratio": 1.0},
+            "model": {"heads": 6, "step_s": 0.08, "cpu_step_s": 0.06, "step_ratio": 0.8 + 0.01 * s,
+                      "cpu_step_ratio": 0.7},
+            "dropout": {"heads": 8, "step_s": 0.11, "cpu_step_s": 0.1, "step_ratio": 1.1,
+                        "throughput_ratio": 0.9 + 0.01 * s, "cpu_throughput_ratio": 0.95}},
+            "run": {"label": clock, "kind": "clock", "task": "lm", "seed": s, "variant": "clock", "arm": "oneshot",
+                    "ratio": 0.0, "knob": None, "from_run": f"lm/during/oneshot/0.25/seed{s}"}})
         mt = dict(metric="bleu", sites=MT_SITES)
         bleu = 10.0 + 0.2 * s
         _train_run(runs, "mt", "baseline/none/0.0", s, value=bleu, final=4.0, sec_per_step=0.1, heads=24,
@@ -917,15 +927,7 @@ def test_distribution_shift_reads_each_corpus_gap_of_the_pruned_model(tree_root)
 def test_clock_claims_weigh_exact_steps_by_interleaved_step_times(tree_root, tmp_path):
     """D1 and D4 on the interleaved clock: step counts from the runs, step times from one job (heads clock)."""
     runs = tmp_path / "runs"
-    shutil.copytree(tree_root, runs)
-    for s in SEEDS:
-        label = f"lm/analysis/clock/oneshot/seed{s}"
-        models = {"reference": {"step_ratio": 1.0, "cpu_step_ratio": 1.0, "throughput_ratio": 1.0},
-                  "model": {"step_ratio": 0.8 + 0.01 * s, "cpu_step_ratio": 0.7},
-                  "dropout": {"step_ratio": 1.1, "throughput_ratio": 0.9 + 0.01 * s, "cpu_throughput_ratio": 0.95}}
-        _write(runs / f"{label}.json", {"models": models, "run": {
-            "label": label, "kind": "clock", "task": "lm", "seed": s, "variant": "clock", "arm": "oneshot",
-            "ratio": 0.0, "knob": None, "from_run": f"lm/during/oneshot/0.25/seed{s}"}})
+    shutil.copytree(tree_root, runs)  # the prune moved and a run removed below
     tree = RunTree(runs)
     claims = {c.id: c for c in load_all(REPLICATIONS)}
     d1 = evaluate(claims["D1-lm-interleaved"], tree)
