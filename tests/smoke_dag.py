@@ -74,7 +74,7 @@ def untimed_results(out: Path) -> dict[str, object]:
     found: dict[str, object] = {}
     for path in sorted(p for p in out.rglob("*") if p.is_file()):
         rel = path.relative_to(out).as_posix()
-        if "speed" in rel:  # inference speed: nothing but clock readings
+        if "speed" in rel or "clock" in rel:  # inference speed, training-step times: nothing but clock readings
             continue
         if path.suffix == ".json":
             found[rel] = _untimed(json.loads(path.read_text()))
