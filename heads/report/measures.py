@@ -193,12 +193,9 @@ def _run(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     if len({(r.variant, r.strategy, r.ratio) for r in runs}) > 1:
         series.notes.append(f"picked {chosen[0].group}")
     series.label = f"{task}/{chosen[0].group} {fld}"
-    target_sel = sel.get("target")
     target = None
     if fld in TTT_FIELDS:
-        spec = dict(target_sel or {})
-        tol = spec.pop("tol", None)
-        target = tree.baseline_target(task, tol, spec)
+        target = _target(tree, task, sel)
         if target is None:
             series.missing.append(f"{task}: no baseline final val_loss to set the target")
             return series
@@ -224,6 +221,12 @@ def _run(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     if not_reached:
         series.notes.append(f"target not reached by {not_reached}/{len(chosen)} {v}/{s} runs (total used)")
     return series
+
+
+def _target(tree: RunTree, task: str, sel: Mapping[str, Any]) -> float | None:
+    """The target loss a selector's ``target`` names (``tol`` and the baseline's selector), else the default."""
+    spec = dict(sel.get("target") or {})
+    return tree.baseline_target(task, spec.pop("tol", None), spec)
 
 
 def _attach_examples(series: Series, run: Run, fld: str) -> None:
@@ -673,8 +676,7 @@ def _clock(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     if not data:
         series.missing.append(f"{task}: no analysis/clock/{arm}/seed*.json")
         return series
-    spec = dict(sel.get("target") or {})
-    target = tree.baseline_target(task, spec.pop("tol", None), spec)
+    target = _target(tree, task, sel)
     if target is None:
         series.missing.append(f"{task}: no baseline final val_loss to set the target")
         return series
