@@ -175,7 +175,7 @@ def make_tree(root: Path) -> Path:
             _write(runs / "lm" / "analysis" / "redundancy_at" / arm / f"seed{s}.json", {"rows": [
                 {"pooling": "token", "space": "value", "threshold": 0.85, "unit": "head", "redundancy_ratio": 0.0,
                  "max_similarity": sim / 2},
-                {"pooling": "mean", "space": "value", "threshold": 0.85, "unit": "head", "redundancy_ratio": 0.0,
+                {"pooling": "mean", "space": "value", "threshold": 0.9, "unit": "head", "redundancy_ratio": 0.0,
                  "max_similarity": sim}]})
         # D7: the one-shot model against the baseline in domain and under two shifts
         shift = {"in_domain": {"dataset": None, "metric": "perplexity", "change": 0.02},
@@ -907,6 +907,8 @@ def test_redundancy_over_training_reads_the_snapshots_in_training_order(tree_roo
     table = TABLES["redundancy_over_training"](tree)
     assert [r[1] for r in table.rows] == [30, 100, "final"]
     assert table.rows[-1][6] == pytest.approx(0.72) and table.rows[-1][5] == pytest.approx(0.36)
+    # the threshold is the probes' (the report's definition's), not a constant of the report
+    assert {r[table.columns.index("threshold")] for r in table.rows} == {0.9}
     at = evaluate(_claim(kind="value", a={"from": "redundancy_at", "step": 100, "measure": "max_similarity"}), tree)
     assert at.per_seed == pytest.approx({s: 0.5 for s in SEEDS})
 
@@ -1029,10 +1031,22 @@ def test_redundancy_by_genre_shows_each_genre_the_genres_pooled_and_stratified(t
     assert got[("mean", "lm_letters")][3] == 3 and got[("mean", "lm_letters")][4] == pytest.approx(0.3)
     assert got[("token", "pooled")][4] == pytest.approx(0.25) and got[("token", "stratified")][4] == 0.0
     assert got[("mean", "lm_wisdom")][7] == pytest.approx(0.6)
+    assert {r[table.columns.index("threshold")] for r in table.rows} == {0.85}
     from heads.report.figures import FIGURES
 
     png = FIGURES["redundancy_genre"](tree, tmp_path / "genre.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_redundancy_figures_draw_the_thresholds_their_probes_used():
+    """A probe run at another cosine threshold is drawn at it: one line per distinct threshold of the rows."""
+    from heads.report.figures import _plt, _thresholds
+
+    plt = _plt()
+    fig, ax = plt.subplots()
+    _thresholds(ax, [{"threshold": 0.9}, {"threshold": 0.8}, {"threshold": 0.9}, {"threshold": None}, {}])
+    assert sorted(line.get_ydata()[0] for line in ax.get_lines()) == [0.8, 0.9]
+    plt.close(fig)
 
 
 def test_a_replication_reads_only_the_runs_on_its_own_sheet(tmp_path):

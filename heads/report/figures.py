@@ -43,6 +43,12 @@ def _plt():
     return plt
 
 
+def _thresholds(ax, rows: list[dict], linestyle: str = "--") -> None:
+    """The cosine thresholds the probes behind ``rows`` used, as horizontal lines (one per distinct value)."""
+    for threshold in sorted({r["threshold"] for r in rows if r.get("threshold") is not None}):
+        ax.axhline(threshold, color=PALETTE[7], linestyle=linestyle, linewidth=1, label=f"threshold {threshold:g}")
+
+
 def _colors(names) -> dict[str, str]:
     return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(sorted(set(names), key=str))}
 
@@ -283,8 +289,7 @@ def redundancy_figure(tree: RunTree, path: Path) -> Path:
         closest = [(i, r["max_similarity"]) for i, r in enumerate(trows) if r.get("max_similarity") is not None]
         if closest:
             ax.plot(*zip(*closest, strict=True), "o", color=PALETTE[1], label="most alike pair (cosine)")
-        for threshold in sorted({r["threshold"] for r in trows if r.get("threshold") is not None}):
-            ax.axhline(threshold, color=PALETTE[7], linestyle="--", linewidth=1, label=f"threshold {threshold:g}")
+        _thresholds(ax, trows)
         ax.set_xticks(x, [f"{r['attention_dropout']:g}" for r in trows])
         ax.set(title=task, xlabel="attention dropout in warm-up", ylabel="share / cosine", ylim=(0, 1))
         ax.legend(loc="best")
@@ -307,7 +312,7 @@ def gqa_figure(tree: RunTree, path: Path) -> Path:
                      color=PALETTE[k], label=label)
         left.plot(list(x), [r["max_similarity_mean"] if r["max_similarity_mean"] is not None else float("nan")
                             for r in trows], "o", color=PALETTE[3], label="most alike pair (sequence mean)")
-        left.axhline(0.85, color=PALETTE[7], linestyle="--", linewidth=1, label="threshold 0.85")
+        _thresholds(left, trows)
         left.set_xticks(list(x), names, rotation=30, ha="right")
         left.set(title=f"{task}: redundant units", ylabel="share / cosine", ylim=(0, 1))
         left.legend(loc="best", fontsize=7)
@@ -337,7 +342,7 @@ def redundancy_over_training_figure(tree: RunTree, path: Path) -> Path:
         ax.errorbar(x, [r["max_similarity_mean"] if r["max_similarity_mean"] is not None else float("nan")
                         for r in trows], yerr=_err(trows, m="max_similarity_mean"), fmt="none", color=PALETTE[1],
                     capsize=3)
-        ax.axhline(0.85, color=PALETTE[7], linestyle=":", linewidth=1, label="threshold 0.85")
+        _thresholds(ax, trows, ":")
         ax.set_xticks(x, [str(r["step"]) for r in trows])
         ax.set(title=task, xlabel="training step (snapshot)", ylabel="cosine / share", ylim=(0, 1))
         ax.legend(loc="best", fontsize=7)
@@ -364,7 +369,7 @@ def redundancy_genre_figure(tree: RunTree, path: Path) -> Path:
             sim = [r["max_similarity"] if r and r["max_similarity"] is not None else float("nan") for r in found]
             ax.plot([i + (k - 0.5) * 0.4 for i in x], sim, "o", color=PALETTE[k + 2],
                     label=f"most alike pair, {label}")
-        ax.axhline(0.85, color=PALETTE[7], linestyle="--", linewidth=1, label="threshold 0.85")
+        _thresholds(ax, trows)
         ax.set_xticks(x, views, rotation=30, ha="right")
         ax.set(title=task, ylabel="share / cosine", ylim=(0, 1))
         ax.legend(loc="best", fontsize=7)

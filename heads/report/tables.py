@@ -352,7 +352,7 @@ def gqa_table(tree: RunTree) -> Table:
     """A3: each model (the baseline, its grouped-query variants, a narrower one) beside its redundancy under
     both similarity definitions and what post-hoc pruning cost it."""
     cols = ["task", "model", "kv_heads", "n_seeds", "value", "redundancy_token", "redundancy_mean",
-            "max_similarity_mean", "pruned_ratio", "value_change", "ci_low", "ci_high"]
+            "max_similarity_mean", "threshold", "pruned_ratio", "value_change", "ci_low", "ci_high"]
     rows = []
     for task in tree.tasks:
         # the A3 ratio: where the grouped-query variants were pruned (the baseline's run at it is its pair)
@@ -376,12 +376,12 @@ def gqa_table(tree: RunTree) -> Table:
             knob = tree.knob(task, "redundancy", arm)
             rows.append([task, arm, int(knob) if knob is not None else None, len(tree.redundancy(task, arm)),
                          mean(_ok(trained, "value")), red("token"), red("mean"), red("mean", "max_similarity"),
-                         ratio, *ci(_ok(pruned, "value_change"))])
+                         red("mean", "threshold"), ratio, *ci(_ok(pruned, "value_change"))])
     return Table("Grouped-query attention and size: redundancy and the cost of pruning", cols, rows, caption=(
         "A3, per model (`base-mha` the baseline, `base-kvK` its grouped-query variants with K key/value heads, "
         "`narrow-*` a narrower model with as many heads): the task metric; the share of redundant units (cosine "
-        "> 0.85 to another of its site; a grouped-query model's unit is its key/value group) per token and of "
-        "sequence-mean outputs (the report's definition), and the most alike pair under the latter; "
+        "above `threshold` to another of its site; a grouped-query model's unit is its key/value group) per "
+        "token and of sequence-mean outputs (the report's definition), and the most alike pair under the latter; "
         "`value_change`: the metric's relative change when pruned post hoc to `pruned_ratio` (means over "
         "seeds, Student-t 95 % intervals)."))
 
@@ -389,7 +389,7 @@ def gqa_table(tree: RunTree) -> Table:
 def redundancy_over_training_table(tree: RunTree) -> Table:
     """The baseline's redundancy at its snapshots and at the end, under both similarity definitions."""
     cols = ["task", "step", "n_seeds", "redundancy_token", "redundancy_mean", "max_similarity_token",
-            "max_similarity_mean", "ci_low", "ci_high"]
+            "max_similarity_mean", "ci_low", "ci_high", "threshold"]
     rows = []
     for task in tree.tasks:
         for arm, step in tree.redundancy_steps(task):
@@ -401,10 +401,11 @@ def redundancy_over_training_table(tree: RunTree) -> Table:
 
             rows.append([task, int(step) if step is not None else "final", len(per_seed),
                          mean(of("token", "redundancy_ratio")), mean(of("mean", "redundancy_ratio")),
-                         mean(of("token", "max_similarity")), *ci(of("mean", "max_similarity"))])
+                         mean(of("token", "max_similarity")), *ci(of("mean", "max_similarity")),
+                         mean(of("mean", "threshold"))])
     return Table("Redundancy of the baseline over training", cols, rows, caption=(
         "The baseline at its training snapshots and at the end (`final`): the share of heads with a partner "
-        "above cosine 0.85, per token and of sequence-mean outputs (the report's definition), and the most "
+        "above cosine `threshold`, per token and of sequence-mean outputs (the report's definition), and the most "
         "alike pair of heads of a site under each (means over seeds; the interval is the report's definition's)."
         " The report: heads that look distinct early converge later."))
 
@@ -492,7 +493,8 @@ def genres_table(tree: RunTree) -> Table:
 def redundancy_genre_table(tree: RunTree) -> Table:
     """D7's redundancy view: the baseline's share of redundant heads on each genre's held-out text, on the genres
     pooled and stratified (redundant in every genre), under both similarity definitions."""
-    cols = ["task", "pooling", "genre", "n_seeds", "redundancy_ratio", "ci_low", "ci_high", "max_similarity"]
+    cols = ["task", "pooling", "genre", "n_seeds", "redundancy_ratio", "ci_low", "ci_high", "max_similarity",
+            "threshold"]
     rows = []
     for task in tree.tasks:
         for arm in tree.redundancy_arms(task, "redundancy_genre"):
@@ -500,7 +502,10 @@ def redundancy_genre_table(tree: RunTree) -> Table:
             found = [r for seed_rows in per_seed.values() for r in seed_rows if r.get("space") == "value"]
             for pooling in ("token", "mean"):
                 views: dict[str, list[dict]] = defaultdict(list)
-                for r in (r for r in found if r.get("pooling") == pooling):
+                probes = [r for r in found if r.get("pooling") == pooling]
+                # a genre's row is a probe's sub-dict without the threshold: every view shares the probes'
+                threshold = mean(r.get("threshold") for r in probes if isinstance(r.get("threshold"), (int, float)))
+                for r in probes:
                     views[str(r.get("view"))].append(r)
                     for genre, d in sorted((r.get("domains") or {}).items()):
                         if isinstance(d, dict):
@@ -511,11 +516,11 @@ def redundancy_genre_table(tree: RunTree) -> Table:
                     ratio = [v for v in ratio if isinstance(v, (int, float))]
                     rows.append([task, pooling, view, len(ratio), *ci(ratio, "share"),
                                  mean(r.get("max_similarity") for r in views[view]
-                                      if isinstance(r.get("max_similarity"), (int, float)))])
+                                      if isinstance(r.get("max_similarity"), (int, float))), threshold])
     return Table("Redundancy by genre: each genre, pooled and stratified", cols, rows, caption=(
         "The trained baseline on each genre's held-out chapters: the share of heads with a partner above cosine "
-        "0.85 in that genre, on the genres' text pooled (`pooled`), and in every genre (`stratified`, the report's "
-        "safe view), per token and of sequence-mean outputs (the report's definition); the most alike pair of "
+        "`threshold` in that genre, on the genres' text pooled (`pooled`), and in every genre (`stratified`, the "
+        "report's safe view), per token and of sequence-mean outputs (the report's definition); the most alike pair of "
         "heads of a site; means over seeds (Student-t 95 % interval of the share). The report: a head redundant "
         "on average was the only one carrying one domain."))
 
