@@ -102,6 +102,7 @@ def test_the_report_reads_records_with_an_environment_as_without(outputs, tmp_pa
     """The new key is no number: the collected records and speed rows equal those of the same files without
     it."""
     from heads.report.collect import RunTree
+    from heads.report.rows import rows
 
     def tree(root: Path, strip: bool) -> RunTree:
         places = {0: "lm/baseline/none/0/seed0/summary.json", 3: "lm/posthoc/magnitude/0.5/seed0/summary.json",
@@ -116,7 +117,7 @@ def test_the_report_reads_records_with_an_environment_as_without(outputs, tmp_pa
 
     with_env, without = tree(tmp_path / "a", False), tree(tmp_path / "b", True)
     assert [r.record for r in with_env.runs] == [r.record for r in without.runs] and len(with_env.runs) == 2
-    assert with_env.speeds("lm") == without.speeds("lm") != {}
+    assert rows(with_env, "speed") == rows(without, "speed") != []
 
 
 def test_describe_mix_names_what_differs_and_how_often():

@@ -19,9 +19,10 @@ from heads.report import RunTree, evaluate, load_all
 from heads.report.claims import CSV_COLUMNS
 from heads.report.collect import reach_fields, read_json
 from heads.report.ledger import merged_environments
-from heads.report.render import artefacts, replications
+from heads.report.render import artefacts, replications, tables
+from heads.report.rows import by_seed
+from heads.report.rows import frame as tidy_frame
 from heads.report.spec import parse_claim
-from heads.report.tables import TABLES
 
 REPLICATIONS = Path(__file__).resolve().parents[1] / "replications"
 SEEDS = (0, 1, 2)
@@ -347,7 +348,7 @@ def _bytes(folder: Path, suffixes=(".csv", ".md")) -> dict[str, bytes]:
 # -- collection ----------------------------------------------------------------------------------------
 def test_collect_keeps_failed_runs_and_reads_every_kind_of_folder(tree_root):
     tree = RunTree(tree_root)
-    frame = tree.frame()
+    frame = tidy_frame(tree)
     folders = {p.parent for p in tree_root.glob("*/*/*/*/seed*/*") if "analysis" not in p.parts}
     assert len(frame) == len(folders)
     assert list(frame.columns[:8]) == ["task", "variant", "strategy", "ratio", "seed", "status", "failed", "message"]
@@ -442,7 +443,7 @@ def test_tables_mark_significance_and_count_failures(tree_root, tmp_path):
     tree = RunTree(tree_root)
     out = tmp_path / "m"
     for name in artefacts("michel2019", REPLICATIONS)["tables"]:
-        TABLES[name](tree).write(out, name)
+        tables("michel2019", tree, REPLICATIONS)(name).write(out, name)
     rows = list(csv.DictReader((out / "ablation.csv").open()))
     starred = [(r["task"], r["label"], r["head"]) for r in rows if r["significant"] == "*"]
     assert starred == [("cls", "enc0.self", "3"), ("mt", "enc0.self", "3")]
@@ -451,7 +452,7 @@ def test_tables_mark_significance_and_count_failures(tree_root, tmp_path):
     assert float(abo[("mt", "dec1.cross")]["relative_delta"]) == pytest.approx(0.3)
     out = tmp_path / "t"
     for name in artefacts("training_time", REPLICATIONS)["tables"]:
-        TABLES[name](tree).write(out, name)
+        tables("training_time", tree, REPLICATIONS)(name).write(out, name)
     runs = {r["strategy"] + r["ratio"]: r for r in csv.DictReader((out / "runs.csv").open())}
     assert (runs["curriculum0.400"]["n_ok"], runs["curriculum0.400"]["n_failed"]) == ("2", "1")
     assert float(runs["oneshot0.250"]["time_ratio"]) < 1
@@ -904,7 +905,7 @@ def test_redundancy_over_training_reads_the_snapshots_in_training_order(tree_roo
     later = evaluate({c.id: c for c in load_all(REPLICATIONS)}["D5-lm-later"], tree)
     assert later.per_seed == pytest.approx({s: 0.3 + 0.01 * s for s in SEEDS}) and later.verdict == "supported"
     assert "first: step30" in later.note and "last: final" in later.note
-    table = TABLES["redundancy_over_training"](tree)
+    table = tables("training_time", tree, REPLICATIONS)("redundancy_over_training")
     assert [r[1] for r in table.rows] == [30, 100, "final"]
     assert table.rows[-1][6] == pytest.approx(0.72) and table.rows[-1][5] == pytest.approx(0.36)
     # the threshold is the probes' (the report's definition's), not a constant of the report
@@ -949,7 +950,7 @@ def test_clock_claims_weigh_exact_steps_by_interleaved_step_times(tree_root, tmp
     _jsonl(events, moved)
     later = evaluate(claims["D1-lm-interleaved"], RunTree(runs))
     assert later.per_seed[0] == pytest.approx((20 + (steps[0] - 20) * 0.8) / base_steps[0])
-    table = TABLES["clock"](tree)
+    table = tables("training_time", tree, REPLICATIONS)("clock")
     assert [r[1:4] for r in table.rows] == [["oneshot", m, 3] for m in ("baseline", "oneshot", "baseline + dropout")]
     assert table.rows[1][7] == pytest.approx(0.81) and table.rows[2][7] == pytest.approx(1.1)
     d4 = evaluate(claims["D4-lm-throughput-interleaved"], tree)
@@ -1025,7 +1026,8 @@ def test_lm_converged_compares_the_baseline_with_itself_trained_twice_as_long(tm
 
 def test_redundancy_by_genre_shows_each_genre_the_genres_pooled_and_stratified(tree_root, tmp_path):
     tree = RunTree(tree_root)
-    table = TABLES["redundancy_genre"](tree)
+    genre = tables("training_time", tree, REPLICATIONS)
+    table = genre("redundancy_genre")
     got = {(r[1], r[2]): r for r in table.rows}
     assert [r[2] for r in table.rows if r[1] == "mean"] == ["lm_letters", "lm_wisdom", "pooled", "stratified"]
     assert got[("mean", "lm_letters")][3] == 3 and got[("mean", "lm_letters")][4] == pytest.approx(0.3)
@@ -1034,7 +1036,7 @@ def test_redundancy_by_genre_shows_each_genre_the_genres_pooled_and_stratified(t
     assert {r[table.columns.index("threshold")] for r in table.rows} == {0.85}
     from heads.report.figures import FIGURES
 
-    png = FIGURES["redundancy_genre"](tree, tmp_path / "genre.png")
+    png = FIGURES["redundancy_genre"](genre, tmp_path / "genre.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
@@ -1060,8 +1062,8 @@ def test_a_replication_reads_only_the_runs_on_its_own_sheet(tmp_path):
     every, tree = RunTree(runs), RunTree(runs, labels=labels - {longer, genres})
     assert every.select("lm", "baseline_2x") and not tree.select("lm", "baseline_2x")
     assert len(tree.runs) == len(every.runs) - 1
-    assert set(every.redundancy("lm", "genres", "redundancy_genre")) == {0, 1, 2}
-    assert set(tree.redundancy("lm", "genres", "redundancy_genre")) == {0, 2}
+    assert set(by_seed(every, "redundancy_genre", "lm", "genres")) == {0, 1, 2}
+    assert set(by_seed(tree, "redundancy_genre", "lm", "genres")) == {0, 2}
     a1 = evaluate({c.id: c for c in load_all(REPLICATIONS)}["A1-lm"], tree)
     assert a1.verdict == "inconclusive" and "no runs under lm/baseline_2x" in a1.precondition
     out = tmp_path / "out"

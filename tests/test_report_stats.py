@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from heads.report.curves import curve_area, curve_series, interpolate, removable
 from heads.report.fmt import Table, fmt
-from heads.report.measures import curve_area, curve_series, interpolate, removable
 from heads.report.sites import site_kind, site_label
 from heads.report.spec import ClaimSpecError, load_all, load_claims, parse_claim
 from heads.report.stats import (

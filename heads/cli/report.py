@@ -1,4 +1,5 @@
-"""``heads report`` (one replication's tables and figures) and ``heads claims`` (the claims ledger)."""
+"""``heads report`` (one replication's tables and figures), ``heads claims`` (the claims ledger) and ``heads rows``
+(the tidy rows tables are declared over)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ def _warn(tree) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from heads.report import ClaimSpecError, render_replication, replications
+    from heads.report.table_spec import TableSpecError
 
     known = replications(args.replications)
     if args.replication not in known:
@@ -57,7 +59,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         )
     except KeyError as exc:
         raise fail(f"report: {exc.args[0]}") from None
-    except ClaimSpecError as exc:
+    except (ClaimSpecError, TableSpecError) as exc:
         raise fail(f"report: {exc}") from None
     _warn(tree)
     for path in written:
@@ -114,6 +116,21 @@ def cmd_claims(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rows(args: argparse.Namespace) -> int:
+    from heads.report.rows import KINDS, frame
+
+    if args.kind not in ("runs", *KINDS):
+        raise fail(f"rows: unknown kind {args.kind!r}; known: {', '.join(['runs', *KINDS])}")
+    table = frame(_tree(args.runs, _listed(args.tasks, "--tasks", "task")), args.kind)
+    if args.out is None:
+        print(table.to_csv(index=False), end="")
+        return 0
+    from heads.io import write_text
+
+    print(write_text(args.out, table.to_csv(index=False)))
+    return 0
+
+
 def register(sub) -> None:
     p = sub.add_parser("report", help="render one replication's tables (CSV + Markdown) and figures (PNG)")
     p.add_argument("--runs", type=Path, required=True, help="the run tree, OUT/runs")
@@ -157,3 +174,11 @@ def register(sub) -> None:
                    help="measurements of other machines (results/bench/perturbation.json, machines.json): the "
                    "ledger marks the verdicts any of them flipped as fragile")
     p.set_defaults(func=cmd_claims)
+
+    p = sub.add_parser("rows", help="the tidy rows of a run tree as CSV: what a report.yaml table spec filters, "
+                       "groups and aggregates (one per run, or per head, site, curve level, model ... of an analysis)")
+    p.add_argument("--runs", type=Path, required=True, help="the run tree, OUT/runs")
+    p.add_argument("--kind", default="runs", help="runs (default), or a kind of analysis rows: ablation, curve, ...")
+    p.add_argument("--tasks", metavar="T1,T2", help="only these tasks")
+    p.add_argument("--out", type=Path, help="write the CSV here (default: print it)")
+    p.set_defaults(func=cmd_rows)

@@ -17,7 +17,7 @@ from heads.report.collect import BASELINE, RunTree, number
 from heads.report.fmt import Table
 from heads.report.measures import precondition_values
 from heads.report.spec import Precondition
-from heads.report.tables import ci
+from heads.report.table_spec import ci
 
 COLUMNS = ["task", "model", "metric", "value", "ci_low", "ci_high", "n_seeds", "name", "n_failed"]
 # how much a trained baseline's validation loss still fell over its last half, shown for every one
@@ -44,8 +44,8 @@ def baselines_table(tree: RunTree, yardsticks: Iterable[Precondition] = ()) -> T
                     rows.append([task, "baseline", fld, *ci(values, fld), len(values), runs[0].group, failed])
             rows += [_yardstick_row(tree, p) for p in yardsticks if p.a.get("task") == task]
         trivial: dict[str, list[float]] = {}
-        for _, data in sorted(tree.trivial(task).items()):
-            for name, result in sorted(((data or {}).get("baselines") or {}).items()):
+        for data in tree.analyses(task, "trivial").values():
+            for name, result in sorted(((data if isinstance(data, dict) else {}).get("baselines") or {}).items()):
                 value = number(result.get(metric)) if isinstance(result, dict) else None
                 if value is not None and math.isfinite(value):
                     trivial.setdefault(name, []).append(value)

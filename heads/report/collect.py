@@ -31,18 +31,6 @@ from heads.sheet import fmt_ratio
 DERIVED_HIGHER = {"value_retained", "retained"}
 BASELINE = {"variant": "baseline", "strategy": "none", "ratio": 0.0}
 
-# The record's columns in this order; eval.* columns follow, sorted.
-COLUMNS = [
-    "task", "variant", "strategy", "ratio", "seed", "status", "failed", "message", "path",
-    "metric", "value", "final_val_loss", "steps", "tokens", "train_seconds", "flops", "flops_per_token",
-    "heads", "heads_full", "heads_removed_share", "params", "late_improvement", "over_trivial", "tokens_per_s",
-    "tokens_per_s_early", "cpu_tokens_per_s_early", "peak_mem_mb", "optimizer_mb_ratio", "moments_per_param",
-    "attention_dropout", "redundancy_ratio", "redundancy_threshold", "max_similarity", "prune_events",
-    "target", "time_to_target", "steps_to_target", "reached", "time_to_target_or_total", "steps_to_target_or_total",
-    "train_cpu_seconds", "cpu_time_to_target", "cpu_time_to_target_or_total", "value_change",
-]
-
-
 def higher_is_better(field_name: str, metric: str | None = None) -> bool:
     """Whether larger is better for a field (``value`` follows the task metric)."""
     name = metric if field_name == "value" and metric else field_name.rsplit(".", 1)[-1]
@@ -438,7 +426,7 @@ class RunTree:
     def _over_trivial(self, task: str, runs: list[Run]) -> None:
         """``over_trivial``: a run's metric minus the best trivial baseline of its task on the same seed's
         examples (``heads trivial``; word overlap for pair classification)."""
-        trivial = self.trivial(task)
+        trivial = self.analyses(task, "trivial")
         for run in runs:
             data = trivial.get(run.seed)
             found = (data.get("baselines") if isinstance(data, dict) else None) or {}
@@ -468,96 +456,25 @@ class RunTree:
         found = {r.task for r in self.runs} | {task for task, _ in self._analyses}
         return sorted(found if self.only is None else found & self.only)
 
-    def frame(self):
-        """The records as a pandas DataFrame, one row per run folder (failed runs included)."""
-        import pandas as pd
-
-        extra = sorted({k for r in self.runs for k in r.record} - set(COLUMNS))
-        columns = COLUMNS + extra
-        return pd.DataFrame([[r.record.get(c) for c in columns] for r in self.runs], columns=columns)
-
     # -- analyses ------------------------------------------------------------------------------------
-    def _per_seed(self, task: str, kind: str, arm: str, valid) -> dict[int, Any]:
-        return {seed: d for seed, d in sorted(self._arms(task, kind).get(arm, {}).items()) if valid(d)}
+    def arm_names(self, task: str, kind: str) -> list[str]:
+        """The arms one kind of analysis of ``task`` was declared with, sorted (heads.report.rows reads them)."""
+        return sorted(self._arms(task, kind))
 
-    def ablation(self, task: str) -> dict[int, dict]:
-        """``{seed: ablation JSON}``."""
-        return self._per_seed(task, "ablation", "none", lambda d: isinstance(d, dict))
-
-    def trivial(self, task: str) -> dict[int, dict]:
-        """``{seed: trivial-baselines JSON}`` (``heads trivial``)."""
-        return self._per_seed(task, "trivial", "none", lambda d: isinstance(d, dict))
-
-    def curve_scorers(self, task: str) -> list[str]:
-        return sorted(self._arms(task, "curve"))
-
-    def curves(self, task: str, scorer: str) -> dict[int, dict]:
-        """``{seed: curve JSON}`` of the iterative pruning curves by ``scorer``."""
-        return self._per_seed(task, "curve", scorer, _is_curve)
+    def analyses(self, task: str, kind: str, arm: str = "none") -> dict[int, Any]:
+        """``{seed: JSON}`` of one analysis arm, by seed (``none``: the kinds run once per model)."""
+        return dict(sorted(self._arms(task, kind).get(arm, {}).items()))
 
     def curve_steps(self, task: str) -> list[int]:
         """Training steps of the snapshots that have curves (the arms' knobs)."""
         return sorted(int(k) for arm in self._arms(task, "curve_at")
                       if (k := self.knob(task, "curve_at", arm)) is not None)
 
-    def curves_at(self, task: str, step: int) -> dict[int, dict]:
-        """``{seed: curve JSON}`` from the step-``step`` snapshot of the baseline (importance)."""
-        arms = [a for a in self._arms(task, "curve_at") if self.knob(task, "curve_at", a) == step]
-        return self._per_seed(task, "curve_at", arms[0], _is_curve) if arms else {}
-
-    def speeds(self, task: str) -> dict[int, list[dict]]:
-        """``{seed: rows}`` of the speed analyses (one per seed's model; seeds without rows left out)."""
-        out = {}
-        for seed, data in sorted(self._arms(task, "speed").get("none", {}).items()):
-            rows = data.get("rows") if isinstance(data, dict) else None
-            if isinstance(rows, list):
-                out[seed] = [r for r in rows if isinstance(r, dict)]
-        return out
-
-    def arm_names(self, task: str, kind: str) -> list[str]:
-        """The arms one kind of analysis of ``task`` was declared with, sorted."""
-        return sorted(self._arms(task, kind))
-
-    def redundancy_arms(self, task: str, kind: str = "redundancy") -> list[str]:
-        """Arms of the redundancy analyses of one ``kind``: ``redundancy`` (one per model: ``base-mha``,
-        ``base-kv2`` ...) or ``redundancy_at`` (the baseline's snapshots, ``step{N}``, and ``final``)."""
-        return sorted(self._arms(task, kind))
-
-    def redundancy(self, task: str, arm: str, kind: str = "redundancy") -> dict[int, list[dict]]:
-        """``{seed: [rows]}`` of the redundancy analyses of arm ``arm`` (``heads redundancy``: one row per
-        similarity definition)."""
-        out = {}
-        for seed, data in self._per_seed(task, kind, arm, lambda d: isinstance(d, dict)).items():
-            rows = data.get("rows")
-            if isinstance(rows, list):
-                out[seed] = [r for r in rows if isinstance(r, dict)]
-        return out
-
     def redundancy_steps(self, task: str) -> list[tuple[str, float | None]]:
         """``[(arm, step)]`` of the over-training redundancy analyses, in training order (``final`` last, its
         step None)."""
-        arms = [(a, self.knob(task, "redundancy_at", a)) for a in self.redundancy_arms(task, "redundancy_at")]
+        arms = [(a, self.knob(task, "redundancy_at", a)) for a in self.arm_names(task, "redundancy_at")]
         return sorted(arms, key=lambda x: (x[1] is None, x[1] or 0.0, x[0]))
-
-    def analyses(self, task: str, kind: str, arm: str) -> dict[int, dict]:
-        """``{seed: JSON}`` of one analysis arm (those written as a mapping)."""
-        return self._per_seed(task, kind, arm, lambda d: isinstance(d, dict))
-
-    def role_lams(self, task: str) -> list[str]:
-        return sorted(self._arms(task, "roles"))
-
-    def roles(self, task: str, lam: str) -> dict[int, list[dict]]:
-        """``{seed: [head rows]}`` of the head-role analyses of arm ``lam``."""
-        out = {}
-        for seed, data in self._per_seed(task, "roles", lam, lambda d: True).items():
-            rows = data.get("heads") if isinstance(data, dict) else data
-            if isinstance(rows, list):
-                out[seed] = [r for r in rows if isinstance(r, dict)]
-        return out
-
-
-def _is_curve(data: Any) -> bool:
-    return isinstance(data, dict) and isinstance(data.get("points"), list)
 
 
 def _matches(run: Run, want: Mapping[str, Any]) -> bool:

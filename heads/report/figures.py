@@ -11,21 +11,7 @@ from pathlib import Path
 
 from heads.io import write_bytes
 from heads.report.collect import RunTree
-from heads.report.fmt import records
-from heads.report.tables import (
-    ablation_table,
-    curve_at_table,
-    curve_table,
-    gqa_table,
-    l0_table,
-    pruned_vs_scratch_table,
-    redundancy_genre_table,
-    redundancy_over_training_table,
-    redundancy_table,
-    roles_table,
-    speed_table,
-    training_runs_table,
-)
+from heads.report.tables import Tables
 
 PANEL = (5.0, 3.8)  # inches per panel
 DPI = 100
@@ -86,8 +72,8 @@ def _err(rows: list[dict], lo: str = "ci_low", hi: str = "ci_high", m: str = "me
 
 
 # -- michel2019 ----------------------------------------------------------------------------------------
-def curves_figure(tree: RunTree, path: Path) -> Path:
-    rows = [r for r in records(curve_table(tree)) if r["mean"] is not None]
+def curves_figure(tables: Tables, path: Path) -> Path:
+    rows = [r for r in tables.records("curve") if r["mean"] is not None]
     tasks = _by(rows, "task")
     plt, fig, axes = _panels(list(tasks), "Iterative pruning curves (mean, 95 % CI band over seeds)")
     colors = _colors(r["scorer"] for r in rows)
@@ -104,10 +90,10 @@ def curves_figure(tree: RunTree, path: Path) -> Path:
     return _save(plt, fig, path)
 
 
-def ablation_figure(tree: RunTree, path: Path) -> Path:
+def ablation_figure(tables: Tables, path: Path) -> Path:
     import numpy as np
 
-    rows = records(ablation_table(tree))
+    rows = tables.records("ablation")
     tasks = _by(rows, "task")
     plt, fig, axes = _panels(list(tasks), "Single-head ablation: Δ loss (* significant in most seeds)")
     for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
@@ -129,9 +115,9 @@ def ablation_figure(tree: RunTree, path: Path) -> Path:
     return _save(plt, fig, path)
 
 
-def curve_at_figure(tree: RunTree, path: Path) -> Path:
-    rows = [r for r in records(curve_at_table(tree)) if r["retained"] is not None]
-    final = [r for r in records(curve_table(tree)) if r["scorer"] == "importance" and r["retained"] is not None]
+def curve_at_figure(tables: Tables, path: Path) -> Path:
+    rows = [r for r in tables.records("curve_at") if r["retained"] is not None]
+    final = [r for r in tables.records("curve") if r["scorer"] == "importance" and r["retained"] is not None]
     tasks = _by(rows, "task")
     plt, fig, axes = _panels(list(tasks), "Importance pruning from snapshots over training")
     for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
@@ -148,8 +134,8 @@ def curve_at_figure(tree: RunTree, path: Path) -> Path:
     return _save(plt, fig, path)
 
 
-def speed_figure(tree: RunTree, path: Path) -> Path:
-    rows = [r for r in records(speed_table(tree)) if r["speedup"] is not None and r["ratio"] > 0]
+def speed_figure(tables: Tables, path: Path) -> Path:
+    rows = [r for r in tables.records("speed") if r["speedup"] is not None and r["ratio"] > 0]
     tasks = _by(rows, "task")
     plt, fig, axes = _panels(list(tasks), "Inference speed-up of pruned models by batch size")
     for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
@@ -165,8 +151,8 @@ def speed_figure(tree: RunTree, path: Path) -> Path:
 
 
 # -- voita2019 -----------------------------------------------------------------------------------------
-def l0_figure(tree: RunTree, path: Path) -> Path:
-    rows = [r for r in records(l0_table(tree)) if r["mean"] is not None]
+def l0_figure(tables: Tables, path: Path) -> Path:
+    rows = [r for r in tables.records("l0") if r["mean"] is not None]
     tasks = _by(rows, "task")
     plt, fig, axes = _panels(list(tasks), "L0 gates: heads kept vs metric (95 % CI)")
     for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
@@ -187,8 +173,8 @@ def l0_figure(tree: RunTree, path: Path) -> Path:
     return _save(plt, fig, path)
 
 
-def roles_figure(tree: RunTree, path: Path) -> Path:
-    rows = [r for r in records(roles_table(tree)) if r["n_seeds"]]
+def roles_figure(tables: Tables, path: Path) -> Path:
+    rows = [r for r in tables.records("roles") if r["n_seeds"]]
     keys = sorted({(r["task"], r["lam"]) for r in rows})
     plt, fig, axes = _panels(keys, "Kept vs pruned heads: confidence and positional share (95 % CI)")
     for ax, key in zip(axes[0], keys, strict=False):
@@ -209,8 +195,8 @@ def roles_figure(tree: RunTree, path: Path) -> Path:
 
 
 # -- overprovisioning ----------------------------------------------------------------------------------
-def pruned_vs_scratch_figure(tree: RunTree, path: Path) -> Path:
-    rows = [r for r in records(pruned_vs_scratch_table(tree)) if r["mean"] is not None]
+def pruned_vs_scratch_figure(tables: Tables, path: Path) -> Path:
+    rows = [r for r in tables.records("pruned_vs_scratch") if r["mean"] is not None]
     tasks = _by(rows, "task")
     plt, fig, axes = _panels(list(tasks), "Pruned vs trained from scratch (mean, 95 % CI)")
     for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
@@ -235,7 +221,8 @@ def _training_tasks(tree: RunTree) -> list[str]:
     return during or sorted({r.task for r in tree.runs if r.variant == "baseline"})
 
 
-def quality_vs_time_figure(tree: RunTree, path: Path) -> Path:
+def quality_vs_time_figure(tables: Tables, path: Path) -> Path:
+    tree = tables.tree
     tasks = _training_tasks(tree)
     runs = [r for r in tree.runs if r.variant in ("baseline", "during") and r.metrics and r.task in tasks]
     plt, fig, axes = _panels(tasks, "Validation loss vs training seconds (one line per seed)")
@@ -259,9 +246,9 @@ def quality_vs_time_figure(tree: RunTree, path: Path) -> Path:
     return _save(plt, fig, path)
 
 
-def time_to_target_figure(tree: RunTree, path: Path) -> Path:
-    keep = _training_tasks(tree)
-    rows = [r for r in records(training_runs_table(tree)) if r["time_to_target"] is not None and r["task"] in keep]
+def time_to_target_figure(tables: Tables, path: Path) -> Path:
+    keep = _training_tasks(tables.tree)
+    rows = [r for r in tables.records("runs") if r["time_to_target"] is not None and r["task"] in keep]
     tasks = _by(rows, "task")
     plt, fig, axes = _panels(list(tasks), "Time to target loss (mean, 95 % CI; hatched: some runs never reached it)")
     for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
@@ -277,8 +264,8 @@ def time_to_target_figure(tree: RunTree, path: Path) -> Path:
     return _save(plt, fig, path)
 
 
-def redundancy_figure(tree: RunTree, path: Path) -> Path:
-    rows = [r for r in records(redundancy_table(tree)) if r["redundancy_ratio"] is not None]
+def redundancy_figure(tables: Tables, path: Path) -> Path:
+    rows = [r for r in tables.records("redundancy") if r["redundancy_ratio"] is not None]
     tasks = _by(rows, "task")
     plt, fig, axes = _panels(list(tasks), "Redundancy ratio after warm-up by attention dropout (95 % CI)")
     for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
@@ -296,9 +283,9 @@ def redundancy_figure(tree: RunTree, path: Path) -> Path:
     return _save(plt, fig, path)
 
 
-def gqa_figure(tree: RunTree, path: Path) -> Path:
+def gqa_figure(tables: Tables, path: Path) -> Path:
     """A3: per model, the share of redundant units under both definitions, and what pruning cost it."""
-    rows = records(gqa_table(tree))
+    rows = tables.records("gqa")
     tasks = _by(rows, "task")
     plt, fig, axes = _panels(list(tasks), "Grouped-query attention and size: redundancy and pruning cost", rows=2)
     if not tasks:
@@ -325,9 +312,9 @@ def gqa_figure(tree: RunTree, path: Path) -> Path:
     return _save(plt, fig, path)
 
 
-def redundancy_over_training_figure(tree: RunTree, path: Path) -> Path:
+def redundancy_over_training_figure(tables: Tables, path: Path) -> Path:
     """The most alike pair of the baseline's heads, and the share redundant, as it trains, per definition."""
-    rows = records(redundancy_over_training_table(tree))
+    rows = tables.records("redundancy_over_training")
     tasks = _by(rows, "task")
     plt, fig, axes = _panels(list(tasks), "Redundancy of the baseline over training")
     for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
@@ -349,10 +336,10 @@ def redundancy_over_training_figure(tree: RunTree, path: Path) -> Path:
     return _save(plt, fig, path)
 
 
-def redundancy_genre_figure(tree: RunTree, path: Path) -> Path:
+def redundancy_genre_figure(tables: Tables, path: Path) -> Path:
     """The baseline's share of redundant heads per genre, on the genres pooled and stratified, per definition,
     with the most alike pair of each against the threshold."""
-    rows = records(redundancy_genre_table(tree))
+    rows = tables.records("redundancy_genre")
     tasks = _by(rows, "task")
     plt, fig, axes = _panels(list(tasks), "Redundancy by genre: each genre, pooled and stratified")
     for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
@@ -377,7 +364,7 @@ def redundancy_genre_figure(tree: RunTree, path: Path) -> Path:
 
 
 # Every figure by name; a replication lists the ones it renders in replications/<name>/report.yaml.
-FIGURES: dict[str, Callable[[RunTree, Path], Path]] = {
+FIGURES: dict[str, Callable[[Tables, Path], Path]] = {
     "curves": curves_figure, "ablation": ablation_figure, "curve_at": curve_at_figure, "speed": speed_figure,
     "l0": l0_figure, "roles": roles_figure,
     "pruned_vs_scratch": pruned_vs_scratch_figure,

@@ -17,10 +17,6 @@ COLUMN_FORMATS = {"ratio": ".3f", "heads": ".1f", "params": ".0f", "steps_to_tar
                   "tokens_per_s_early": ".1f", "examples_per_s": ".2f", "train_seconds": ".3f", "step": ".0f"}
 
 
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def fmt(value: Any, spec: str | None = None, empty: str = "") -> str:
     """One cell: None/NaN -> ``empty``; floats with a fixed precision; ints, bools and text as they are."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -34,10 +30,6 @@ def fmt(value: Any, spec: str | None = None, empty: str = "") -> str:
             return "inf" if value > 0 else "-inf"
         return format(value, spec or f".{PRECISION}f")
     return str(value)
-
-
-def fmt_signed(value: float | None, spec: str = f"+.{PRECISION}f") -> str:
-    return fmt(value, spec, empty="–")
 
 
 @dataclass

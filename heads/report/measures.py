@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from heads.metrics import retained_defined
-from heads.report.collect import Run, RunTree, higher_is_better, number, reach_fields
-from heads.report.sites import site_kind
+from heads.report.collect import Run, RunTree, number, reach_fields
+from heads.report.curves import curve_area, curve_series, interpolate, removable
+from heads.report.rows import by_seed
 
 SOURCES = ("run", "ablation", "all_but_one", "curve", "curve_at", "speed", "roles", "redundancy", "redundancy_at",
            "shift", "memory", "clock")
@@ -145,10 +145,6 @@ def measure(tree: RunTree, sel: Mapping[str, Any]) -> Series:
 
 
 # -- runs ----------------------------------------------------------------------------------------------
-def _is_glob(value: Any) -> bool:
-    return isinstance(value, str) and any(c in value for c in "*?[")
-
-
 def _pick(groups: list[tuple], keys: Sequence[str], pick: Mapping[str, str],
           knob: Callable[[tuple], float | None]) -> list[tuple]:
     """Narrow the matching groups by ``pick`` ({key: min|max}): a number key by its value, a named arm by the
@@ -294,11 +290,10 @@ def _ablation(tree: RunTree, sel: Mapping[str, Any]) -> Series:
         p = row.get("p_value")
         return isinstance(p, (int, float)) and p < float(alpha)
 
-    def fn(data: dict) -> float | None:
-        if sel.get("test") is not None and data.get("test") != sel["test"]:
+    def fn(rows: list[dict]) -> float | Share | None:
+        if sel.get("test") is not None and any(r["test"] != sel["test"] for r in rows):
             return None  # significance by another test than the claim's (a loss t-test is not BLEU's bootstrap)
-        rows = [r for r in data.get("heads", []) if isinstance(r, dict)
-                and (kinds is None or site_kind(str(r.get("site", ""))) in kinds)]
+        rows = [r for r in rows if kinds is None or r["kind"] in kinds]
         if not rows:
             return None
         if how == "mean_delta_loss":
@@ -307,29 +302,16 @@ def _ablation(tree: RunTree, sel: Mapping[str, Any]) -> Series:
         return Share(count, len(rows)) if how == "significant_share" else float(count)
 
     where = "" if kinds is None else f" ({'/'.join(sorted(kinds))} sites)"
-    return _per_seed(tree.ablation(task), f"{task} ablation {how}{where}",
+    return _per_seed(by_seed(tree, "ablation", task, "none"), f"{task} ablation {how}{where}",
                      f"{task}: no analysis/ablation/seed*.json", fn)
 
 
 def _all_but_one(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     task, how, kinds = sel["task"], sel["measure"], _kinds(sel)
-    budget, relative = float(sel.get("budget", 0.05)), bool(sel.get("relative", True))
+    budget, key = float(sel.get("budget", 0.05)), "relative_delta" if sel.get("relative", True) else "delta"
 
-    def delta(row: dict) -> float | None:
-        d, base = row.get("delta_loss"), row.get("baseline_loss")
-        if d is None and row.get("loss") is not None and base is not None:
-            d = row["loss"] - base
-        if d is None:
-            return None
-        if relative:
-            return float(d) / float(base) if base else None
-        return float(d)
-
-    def fn(data: dict) -> float | None:
-        table = data.get("all_but_one") or {}
-        deltas = [delta(row) for site, row in sorted(table.items())
-                  if isinstance(row, dict) and (kinds is None or site_kind(site) in kinds)]
-        deltas = [d for d in deltas if d is not None]
+    def fn(rows: list[dict]) -> float | Share | None:
+        deltas = [float(r[key]) for r in rows if (kinds is None or r["kind"] in kinds) and r[key] is not None]
         if not deltas:
             return None
         if how == "harmless_share":
@@ -337,74 +319,11 @@ def _all_but_one(tree: RunTree, sel: Mapping[str, Any]) -> Series:
         return max(deltas) if how == "max_delta" else sum(deltas) / len(deltas)
 
     where = "" if kinds is None else f" ({'/'.join(sorted(kinds))} sites)"
-    return _per_seed(tree.ablation(task), f"{task} all-but-one {how}{where}",
+    return _per_seed(by_seed(tree, "all_but_one", task, "none"), f"{task} all-but-one {how}{where}",
                      f"{task}: no analysis/ablation/seed*.json", fn)
 
 
 # -- pruning curves ------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Curve:
-    """One pruning curve: pruned share, the field's value and its retained share at each level, and the points."""
-
-    field: str
-    ratios: list[float]
-    values: list[float]
-    retained: list[float | None]
-    points: list[dict]
-
-
-def curve_series(data: Mapping[str, Any], fld: str | None = None) -> Curve | None:
-    """The usable points of one curve JSON; ``retained`` is the field relative to level 0, oriented so that
-    1 = nothing lost and smaller = worse (None at every level where level 0 scores too near zero:
-    :func:`heads.metrics.retained_defined`). None when there is no level 0 or no usable value."""
-    fld = fld or data.get("metric") or "loss"
-    points = [p for p in data.get("points", []) if isinstance(p, dict) and isinstance(p.get("ratio"), (int, float))
-              and isinstance(p.get(fld), (int, float)) and math.isfinite(p[fld])]
-    points.sort(key=lambda p: p["ratio"])
-    if not points or points[0]["ratio"] != 0 or points[0][fld] == 0:
-        return None
-    values = [float(p[fld]) for p in points]
-    higher = higher_is_better(fld)
-    if not higher and any(v <= 0 for v in values):
-        return None
-    retained: list[float | None] = [v / values[0] if higher else values[0] / v for v in values]
-    if not retained_defined(fld, values[0]):  # an unpruned model near zero: the values stand, no share
-        retained = [None] * len(values)
-    return Curve(fld, [float(p["ratio"]) for p in points], values, retained, points)
-
-
-def interpolate(xs: Sequence[float], ys: Sequence[float], x: float) -> float | None:
-    """Linear interpolation inside ``xs`` (sorted); None outside."""
-    for i in range(len(xs)):
-        if abs(xs[i] - x) < 1e-9:
-            return ys[i]
-        if i and xs[i - 1] < x < xs[i]:
-            w = (x - xs[i - 1]) / (xs[i] - xs[i - 1])
-            return ys[i - 1] + w * (ys[i] - ys[i - 1])
-    return None
-
-
-def curve_area(xs: Sequence[float], ys: Sequence[float], upto: float) -> float | None:
-    """Mean of ``ys`` over [0, upto] (trapezoids); None when the curve stops before ``upto``."""
-    if upto <= 0 or not xs or xs[-1] < upto - 1e-9:
-        return None
-    end = interpolate(xs, ys, upto)
-    px = [x for x in xs if x < upto - 1e-9] + [upto]
-    py = [y for x, y in zip(xs, ys, strict=True) if x < upto - 1e-9] + [end]
-    area = sum((px[i] - px[i - 1]) * (py[i] + py[i - 1]) / 2 for i in range(1, len(px)))
-    return area / upto
-
-
-def removable(xs: Sequence[float], ys: Sequence[float], budget: float) -> float:
-    """The largest pruned share before the first level that loses more than ``budget`` (relative)."""
-    best = 0.0
-    for x, y in zip(xs, ys, strict=True):
-        if y < 1 - budget - 1e-12:
-            break
-        best = x
-    return best
-
-
 def _curve_value(data: Mapping[str, Any], sel: Mapping[str, Any]) -> float | None:
     curve = curve_series(data, sel.get("field"))
     if curve is None:
@@ -441,12 +360,14 @@ def _curve(tree: RunTree, sel: Mapping[str, Any]) -> Series:
         step = resolve_step(tree, task, sel.get("step", "last"))
         if step is None:
             return Series(f"{task} curve_at", missing=[f"{task}: no analysis/curve_at/step*/ (step {sel.get('step')})"])
-        data, label = tree.curves_at(task, step), f"{task} curve_at step{step} {how} {where}".strip()
+        arm = next((a for a in tree.arm_names(task, "curve_at") if tree.knob(task, "curve_at", a) == step), "")
+        data, label = tree.analyses(task, "curve_at", arm), f"{task} curve_at step{step} {how} {where}".strip()
         missing = f"{task}: no analysis/curve_at/step{step}/seed*.json"
     else:
-        data, label = tree.curves(task, sel["scorer"]), f"{task} curve {sel['scorer']} {how} {where}".strip()
+        data, label = tree.analyses(task, "curve", sel["scorer"]), f"{task} curve {sel['scorer']} {how} {where}".strip()
         missing = f"{task}: no analysis/curve/{sel['scorer']}/seed*.json"
-    return _per_seed(data, label, missing, lambda d: _curve_value(d, sel))
+    curves = {seed: d for seed, d in data.items() if isinstance(d, dict) and isinstance(d.get("points"), list)}
+    return _per_seed(curves, label, missing, lambda d: _curve_value(d, sel))
 
 
 # -- speed ---------------------------------------------------------------------------------------------
@@ -492,7 +413,7 @@ def _speed(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     ratio, batch = float(sel.get("ratio", 0.5)), sel.get("batch")
     label = f"{task} speed {how} ratio {ratio:g}" + (f" batch {batch}" if batch is not None else "")
     series = Series(label)
-    per_seed = tree.speeds(task)
+    per_seed = by_seed(tree, "speed", task, "none")
     if not per_seed:
         series.missing.append(f"{task}: no analysis/speed/seed*.json")
         return series
@@ -543,7 +464,7 @@ def _roles(tree: RunTree, sel: Mapping[str, Any]) -> Series:
 
     def fn(rows: list[dict]) -> float | None:
         if kinds is not None:  # Voita et al. describe the encoder's self-attention heads
-            rows = [r for r in rows if (r.get("kind") or site_kind(str(r.get("site", "")))) in kinds]
+            rows = [r for r in rows if r["kind"] in kinds]
         kept = [float(r[fld]) for r in rows if r.get("kept") and isinstance(r.get(fld), (int, float))]
         gone = [float(r[fld]) for r in rows if not r.get("kept") and isinstance(r.get(fld), (int, float))]
         k = sum(kept) / len(kept) if kept else None
@@ -554,7 +475,7 @@ def _roles(tree: RunTree, sel: Mapping[str, Any]) -> Series:
             return g
         return None if k is None or g is None else k - g
 
-    series = _per_seed(tree.roles(task, lams[0]), f"{task} roles {lams[0]} {fld} {how}",
+    series = _per_seed(by_seed(tree, "roles", task, lams[0]), f"{task} roles {lams[0]} {fld} {how}",
                        f"{task}: no analysis/roles/{lams[0]}/seed*.json", fn)
     if lams[0] != lam:
         series.notes.append(f"picked {lams[0]}")
@@ -590,7 +511,7 @@ def _redundancy_at(tree: RunTree, sel: Mapping[str, Any]) -> Series:
         arm = next((a for a, k in arms if k is not None and k == float(step)), None)
         if arm is None:
             return Series(label, missing=[f"{task}: no analysis/redundancy_at/step{step}/"])
-    series = _per_seed(tree.redundancy(task, arm, "redundancy_at"), f"{label} ({arm})",
+    series = _per_seed(by_seed(tree, "redundancy_at", task, arm), f"{label} ({arm})",
                        f"{task}: no analysis/redundancy_at/{arm}/seed*.json", _definition(sel, how))
     if str(step) in ("first", "last"):
         series.notes.append(f"{step}: {arm}")
@@ -606,7 +527,8 @@ def _redundancy(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     arms, missing = _one_arm(tree, task, "redundancy", "arm", arm, sel.get("pick") or {})
     if missing:
         return Series(f"{task} redundancy {arm} {pooling}/{space} {how}", missing=[missing])
-    series = _per_seed(tree.redundancy(task, arms[0]), f"{task} redundancy {arms[0]} {pooling}/{space} {how}",
+    series = _per_seed(by_seed(tree, "redundancy", task, arms[0]),
+                       f"{task} redundancy {arms[0]} {pooling}/{space} {how}",
                        f"{task}: no analysis/redundancy/{arms[0]}/seed*.json", _definition(sel, how))
     if arms[0] != arm:
         series.notes.append(f"picked {arms[0]}")
@@ -624,15 +546,15 @@ def _shift(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     if how == "gap" and dataset is None:
         return Series(label, missing=[f"{task}: a gap needs the shifted dataset it is measured on"])
 
-    def fn(data: dict) -> float | None:
+    def fn(rows: list[dict]) -> float | None:
         if how == "worst":  # the change on the corpus (domain) that pruning cost most
-            rows = list((data.get("shifted") or {}).values())
-            changes = [number(r.get("change")) if isinstance(r, dict) else None for r in rows]
+            changes = [number(r.get("change")) for r in rows if r["domain"] == "shifted"]
             return max(changes) if changes and None not in changes else None
-        row = data.get("in_domain") if dataset is None else (data.get("shifted") or {}).get(str(dataset))
-        return number(row.get(how)) if isinstance(row, dict) else None
+        row = next((r for r in rows if (r["domain"] == "in" if dataset is None else r["genre"] == str(dataset))),
+                   None)
+        return number(row.get(how)) if row else None
 
-    return _per_seed(tree.analyses(task, "shift", arm), label, f"{task}: no analysis/shift/{arm}/seed*.json", fn)
+    return _per_seed(by_seed(tree, "shift", task, arm), label, f"{task}: no analysis/shift/{arm}/seed*.json", fn)
 
 
 # -- memory ---------------------------------------------------------------------------------------------
@@ -641,13 +563,13 @@ def _memory(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     within the reference's step peak at the cap batch (``batch_ratio``: the pruned model's over the
     reference's; ``largest_batch``: the pruned model's), ``peak_ratio`` at the cap batch, ``optimizer_ratio``."""
     task, how, arm = sel["task"], sel["measure"], str(sel["arm"])
+    return _per_seed(by_seed(tree, "memory", task, arm), f"{task} memory {arm} {how}",
+                     f"{task}: no analysis/memory/{arm}/seed*.json", _model_row(how))
 
-    def fn(data: dict) -> float | None:
-        row = (data.get("models") or {}).get("model")
-        return number(row.get(how)) if isinstance(row, dict) else None
 
-    return _per_seed(tree.analyses(task, "memory", arm), f"{task} memory {arm} {how}",
-                     f"{task}: no analysis/memory/{arm}/seed*.json", fn)
+def _model_row(how: str, role: str = "model") -> Callable[[list[dict]], float | None]:
+    """``how`` of one model of a job that measured several side by side (``memory``, ``clock``)."""
+    return lambda rows: next((number(r.get(how)) for r in rows if r["role"] == role), None)
 
 
 # -- the interleaved training-step clock --------------------------------------------------------------------
@@ -665,13 +587,10 @@ def _clock(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     passes are left out). Step counts come from the runs and are exact; only the step times are clock."""
     task, how, arm, model = sel["task"], sel["measure"], str(sel["arm"]), str(sel.get("model", "model"))
     label = f"{task} clock {arm} {model} {how}"
-    data = tree.analyses(task, "clock", arm)
     if how not in ("time_to_target_ratio", "cpu_time_to_target_ratio"):
-        def fn(d: dict) -> float | None:
-            row = (d.get("models") or {}).get(model)
-            return number(row.get(how)) if isinstance(row, dict) else None
-
-        return _per_seed(data, label, f"{task}: no analysis/clock/{arm}/seed*.json", fn)
+        return _per_seed(by_seed(tree, "clock", task, arm), label, f"{task}: no analysis/clock/{arm}/seed*.json",
+                         _model_row(how, model))
+    data = {seed: d for seed, d in tree.analyses(task, "clock", arm).items() if isinstance(d, dict)}
     series = Series(label)
     if not data:
         series.missing.append(f"{task}: no analysis/clock/{arm}/seed*.json")

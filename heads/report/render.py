@@ -1,7 +1,8 @@
 """Render one replication's folder: its tables, figures and the ledger rows of its claims.
 
-What a replication renders is declared in its folder, ``replications/<name>/report.yaml``
-(``tables:`` and ``figures:``, names of the renderers in :data:`TABLES` and :data:`FIGURES`).
+What a replication renders is declared in its folder, ``replications/<name>/report.yaml``: ``tables:``, each a
+spec (:mod:`heads.report.table_spec`) or, left empty, one of :data:`heads.report.tables.BUILT_IN`, and
+``figures:``, names of :data:`heads.report.figures.FIGURES`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from heads.report.collect import RunTree
 from heads.report.figures import FIGURES
 from heads.report.ledger import write_environments
 from heads.report.spec import load_all
-from heads.report.tables import TABLES
+from heads.report.table_spec import TableSpec, TableSpecError
+from heads.report.tables import BUILT_IN, Tables
 
 DEFAULT_REPLICATIONS = Path("replications")
 
@@ -27,16 +29,33 @@ def replications(root: str | Path = DEFAULT_REPLICATIONS) -> list[str]:
 
 def artefacts(name: str, root: str | Path = DEFAULT_REPLICATIONS) -> dict[str, list[str]]:
     """The stems a replication renders: ``{"tables": [...], "figures": [...]}``, checked against the renderers."""
+    specs, figures = _declared(name, root)
+    return {"tables": list(specs), "figures": figures}
+
+
+def tables(name: str, tree: RunTree, root: str | Path = DEFAULT_REPLICATIONS) -> Tables:
+    """The tables replication ``name`` declares, over ``tree`` (each built when first asked for)."""
+    return Tables(tree, _declared(name, root)[0])
+
+
+def _declared(name: str, root: str | Path) -> tuple[dict[str, TableSpec | None], list[str]]:
+    """A replication's report.yaml: its table specs (None: built in) and its figures, checked."""
     path = Path(root) / name / "report.yaml"
     if not path.is_file():
         raise KeyError(f"unknown replication {name!r}; known: {replications(root)} (no {path})")
     doc = yaml.safe_load(path.read_text()) or {}
-    out = {"tables": list(doc.get("tables") or []), "figures": list(doc.get("figures") or [])}
-    for kind, known in (("tables", TABLES), ("figures", FIGURES)):
-        unknown = [n for n in out[kind] if n not in known]
+    tables, figures = doc.get("tables") or {}, list(doc.get("figures") or [])
+    if isinstance(tables, list):  # names alone: built-in tables
+        tables = dict.fromkeys(tables)
+    if not isinstance(tables, dict):
+        raise TableSpecError(f"{path}: tables must map each table's name to its spec (empty: built in)")
+    specs = {t: None if raw is None else TableSpec.parse(t, raw, str(path)) for t, raw in tables.items()}
+    for kind, names, known in (("tables", [t for t, s in specs.items() if s is None], BUILT_IN),
+                               ("figures", figures, FIGURES)):
+        unknown = [n for n in names if n not in known]
         if unknown:
             raise KeyError(f"{path}: {kind} {unknown} have no renderer; known: {sorted(known)}")
-    return out
+    return specs, figures
 
 
 def render_replication(
@@ -52,21 +71,21 @@ def render_replication(
     ``only``: just that one artefact (a table stem, ``<figure>.png``, or ``claims``), so the workflow can
     regenerate exactly what is missing.
     """
-    kinds = artefacts(name, replications)
-    out = Path(out)
+    specs, figures = _declared(name, replications)
+    tables, out = Tables(tree, specs), Path(out)
     if only is not None:
-        return _render_one(name, kinds, tree, out, replications, only)
-    written = [] if figures_only else [p for t in kinds["tables"] for p in _table(t, tree).write(out, t)]
-    written += [FIGURES[f](tree, out / f"{f}.png") for f in kinds["figures"]]
+        return _render_one(name, specs, figures, tables, out, replications, only)
+    written = [] if figures_only else [p for t in specs for p in _table(t, tables).write(out, t)]
+    written += [FIGURES[f](tables, out / f"{f}.png") for f in figures]
     if not figures_only and (Path(replications) / name / "claims.yaml").exists():
         written += _claims_page(name, tree, out, replications)
     return written
 
 
-def _table(name: str, tree: RunTree):
+def _table(name: str, tables: Tables):
     """A table, its caption saying so when the runs behind it come from different environments."""
-    table = TABLES[name](tree)
-    note = tree.environment_note()
+    table = tables(name)
+    note = tables.tree.environment_note()
     if note:
         table.caption = f"{table.caption} **Environments differ:** {note}.".strip()
     return table
@@ -83,14 +102,15 @@ def _claims_page(name: str, tree: RunTree, out: Path, replications: str | Path) 
     return [*written, write_environments(out, envs)]
 
 
-def _render_one(name: str, kinds: dict, tree: RunTree, out: Path, replications, only: str) -> list[Path]:
+def _render_one(name: str, specs: dict, figures: list[str], tables: Tables, out: Path, replications,
+                only: str) -> list[Path]:
     """``only``: ``stem.png`` a figure, ``stem`` (or ``stem.csv``/``stem.md``) a table, ``claims`` the ledger page."""
     stem, _, ext = only.partition(".")
-    if ext == "png" and stem in kinds["figures"]:
-        return [FIGURES[stem](tree, out / f"{stem}.png")]
-    if ext in ("", "csv", "md") and stem in kinds["tables"]:
-        return _table(stem, tree).write(out, stem)
+    if ext == "png" and stem in figures:
+        return [FIGURES[stem](tables, out / f"{stem}.png")]
+    if ext in ("", "csv", "md") and stem in specs:
+        return _table(stem, tables).write(out, stem)
     if only == "claims":
-        return _claims_page(name, tree, out, replications)
-    known = [*kinds["tables"], *(f"{f}.png" for f in kinds["figures"]), "claims"]
+        return _claims_page(name, tables.tree, out, replications)
+    known = [*specs, *(f"{f}.png" for f in figures), "claims"]
     raise KeyError(f"replication {name!r} renders no {only!r}; it renders: {known}")

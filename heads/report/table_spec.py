@@ -1,0 +1,226 @@
+"""Tables as data: a replication's ``report.yaml`` declares each table as a small spec over tidy rows.
+
+```yaml
+tables:
+  memory:                              # the table's stem: memory.csv, memory.md
+    title: Training-step memory before and after pruning
+    rows: memory                       # which tidy rows (heads.report.rows)
+    where: {space: value}              # keep rows whose fields match (a list: any of several mappings)
+    by: [task, arm, model]             # one table row per group, in order of first appearance ...
+    sort: [task, arm]                  # ... or sorted by these (a site by its place in the model; -x: descending)
+    per_seed: [n = count]              # optional: these first, per group and seed; the columns then over seeds
+    columns:                           # a group field, or NAMES = HOW [FIELD [ARG]] [where FIELD=VALUE]
+      - task
+      - n_seeds = count
+      - heads = mean heads
+      - peak_ratio ci_low ci_high = ci peak_ratio
+    formats: {peak_mb: .1f}
+    caption: >-
+      ...
+  speed:                               # no spec: the table is built in (heads.report.tables.BUILT_IN)
+```
+
+Aggregates over a group's rows (a failed run's row counts in ``n_ok``/``n_failed`` and ``first`` only):
+``count`` (rows; of FIELD: those with a number), ``seeds`` (distinct seeds), ``n_ok``, ``n_failed``, ``mean``,
+``median``, ``first``, ``only`` (the one value all rows share, else empty), ``mode`` (the most frequent; ties:
+the smallest), ``tally`` (``k/n``: true of those with a value), ``share`` (the share of rows where it is true),
+``majority`` (``*`` when true in more than half of the rows), ``ci FIELD [RANGE]`` (mean, Student-t 95 %
+interval: three names; RANGE a bounded metric of heads.metrics, or a field naming it) and ``vs_baseline FIELD``
+(the mean over seeds of FIELD over the same seed's baseline run's).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import statistics
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from heads.metrics import RANGE
+from heads.report.collect import BASELINE, RunTree
+from heads.report.fmt import Table
+from heads.report.rows import KINDS, rows
+from heads.report.sites import site_order
+from heads.report.stats import estimate
+
+SPEC_KEYS = {"title", "rows", "where", "by", "per_seed", "sort", "columns", "formats", "caption", "skip_task_unless"}
+
+
+class TableSpecError(ValueError):
+    """A table spec in a report.yaml that does not follow the vocabulary."""
+
+
+def mean(values: Sequence[Any]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def ci(values: Sequence[Any], metric: str | None = None) -> list[float | None]:
+    """``[mean, ci_low, ci_high]`` over the non-missing values; with a bounded ``metric`` (heads.metrics.RANGE)
+    the interval is clipped to the values the metric can take."""
+    est = estimate([v for v in values if v is not None])
+    low, high = est.ci_low, est.ci_high
+    if metric in RANGE and low is not None and high is not None:
+        floor, ceiling = RANGE[metric]
+        low, high = max(low, floor), min(high, ceiling)
+    return [est.mean, low, high]
+
+
+def _numbers(group: list[dict], name: str) -> list[float]:
+    return [r[name] for r in group if not r.get("failed") and isinstance(r.get(name), (int, float))
+            and not isinstance(r.get(name), bool)]
+
+
+def _vs_baseline(group: list[dict], name: str, everything: list[dict]) -> float | None:
+    base = {r["seed"]: r.get(name) for r in everything if r["task"] == group[0]["task"] and not r.get("failed")
+            and all(r.get(k) == v for k, v in BASELINE.items())}
+    return mean([r[name] / base[r["seed"]] for r in group if not r.get("failed") and r.get(name)
+                 and base.get(r["seed"])])
+
+
+def _tally(group: list[dict], name: str) -> str:
+    found = [r[name] for r in group if not r.get("failed") and r.get(name) is not None]
+    return f"{sum(bool(v) for v in found)}/{len(found)}"
+
+
+AGGREGATES: dict[str, Callable[..., Any]] = {
+    "count": lambda g, name=None, *_: len(g) if name is None else len(_numbers(g, name)),
+    "seeds": lambda g, *_: len({r["seed"] for r in g}),
+    "n_ok": lambda g, *_: sum(not r.get("failed") for r in g),
+    "n_failed": lambda g, *_: sum(bool(r.get("failed")) for r in g),
+    "mean": lambda g, name, *_: mean(_numbers(g, name)),
+    "median": lambda g, name, *_: statistics.median(v) if (v := _numbers(g, name)) else None,
+    "first": lambda g, name, *_: g[0].get(name),
+    "only": lambda g, name, *_: v.pop() if len(v := {r.get(name) for r in g} - {None}) == 1 else None,
+    "mode": lambda g, name, *_: min(c, key=lambda h: (-c[h], h)) if (c := Counter(
+        r[name] for r in g if r.get(name) is not None)) else None,
+    "tally": lambda g, name, *_: _tally(g, name),
+    "share": lambda g, name, *_: sum(bool(r.get(name)) for r in g) / len(g) if g else None,
+    "majority": lambda g, name, *_: "*" if 2 * sum(bool(r.get(name)) for r in g) > len(g) else "",
+    "ci": lambda g, name, metric=None, *_: ci(_numbers(g, name), g[0].get(metric, metric) if g and metric else metric),
+    "vs_baseline": lambda g, name, everything: _vs_baseline(g, name, everything),
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    """``names = how [field [arg]] [where key=value ...]`` or a group field copied from the group's first row."""
+
+    names: tuple[str, ...]
+    how: str = "first"
+    args: tuple[str, ...] = ()
+    where: dict = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str, where: str) -> Column:
+        names, sep, rest = (str(text).partition("=") if "=" in str(text) else (str(text), "", ""))
+        if not sep:
+            return cls((names.strip(),), "first", (names.strip(),))
+        words, _, cond = rest.partition(" where ")
+        how, *args = words.split()
+        if how not in AGGREGATES:
+            raise TableSpecError(f"{where}: {text!r}: {how!r} is not one of {sorted(AGGREGATES)}")
+        if not args and how not in ("count", "seeds", "n_ok", "n_failed"):
+            raise TableSpecError(f"{where}: {text!r}: {how} needs the field it aggregates")
+        if (how == "ci") != (len(names.split()) == 3):
+            raise TableSpecError(f"{where}: {text!r}: ci gives three columns (mean, low, high), the rest one")
+        filters = dict(c.split("=", 1) for c in cond.split())
+        return cls(tuple(names.split()), how, tuple(args), filters)
+
+    def values(self, group: list[dict], everything: list[dict]) -> list[Any]:
+        group = [r for r in group if _match(r, self.where)]
+        if not group and self.how in ("first", "vs_baseline"):
+            return [None]
+        out = AGGREGATES[self.how](group, *self.args, *((everything,) if self.how == "vs_baseline" else ()))
+        return list(out) if self.how == "ci" else [out]
+
+
+def _match(row: Mapping, want: Mapping) -> bool:
+    """A row's fields against a filter: a list (any of), a glob, ``>x`` / ``<x``, else the value (as text)."""
+    for key, value in want.items():
+        have = row.get(key)
+        if isinstance(value, list):
+            if have not in value:
+                return False
+        elif isinstance(value, str) and value[:1] in "<>" and value[1:]:
+            if not isinstance(have, (int, float)) or not (have > float(value[1:]) if value[0] == ">"
+                                                         else have < float(value[1:])):
+                return False
+        elif isinstance(value, str) and any(c in value for c in "*?["):
+            if not fnmatch.fnmatchcase(str(have), value):
+                return False
+        elif have != value and str(have) != str(value):
+            return False
+    return True
+
+
+def _sort_key(row: dict, keys: Sequence[str]) -> tuple:
+    """Sites by their place in the model; ``-key``: descending (numbers and truth values); a missing value last."""
+    out: list = []
+    for k in keys:
+        v = row.get(k.lstrip("-"))
+        if k.startswith("-") and v is not None:
+            v = -v
+        out.append((v is None, site_order(v) if k == "site" and v is not None else v if v is not None else 0))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One declared table."""
+
+    name: str
+    title: str
+    rows: str
+    columns: tuple[Column, ...]
+    by: tuple[str, ...]
+    per_seed: tuple[Column, ...] = ()
+    where: tuple[dict, ...] = ()
+    sort: tuple[str, ...] = ()
+    formats: dict = field(default_factory=dict)
+    caption: str = ""
+    skip_task_unless: dict = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, name: str, raw: Any, where: str) -> TableSpec:
+        where = f"{where}: table {name}"
+        if not isinstance(raw, Mapping):
+            raise TableSpecError(f"{where}: must be a mapping (or empty, for a built-in table)")
+        unknown = sorted(set(raw) - SPEC_KEYS)
+        missing = [k for k in ("title", "rows", "by", "columns") if k not in raw]
+        if unknown or missing:
+            raise TableSpecError(f"{where}: unknown keys {unknown}, missing {missing}; known: {sorted(SPEC_KEYS)}")
+        if raw["rows"] not in ("runs", *KINDS):
+            raise TableSpecError(f"{where}: rows {raw['rows']!r} is not one of {['runs', *KINDS]}")
+        filters = raw.get("where") or []
+        return cls(name, str(raw["title"]), str(raw["rows"]), tuple(Column.parse(c, where) for c in raw["columns"]),
+                   tuple(raw["by"]), tuple(Column.parse(c, where) for c in raw.get("per_seed") or ()),
+                   tuple(filters if isinstance(filters, list) else [filters]),
+                   tuple(raw.get("sort") or ()), dict(raw.get("formats") or {}), " ".join(str(raw.get(
+                       "caption", "")).split()), dict(raw.get("skip_task_unless") or {}))
+
+    def build(self, tree: RunTree) -> Table:
+        """The table over ``tree``: its rows filtered, grouped, ordered and aggregated."""
+        everything = rows(tree, self.rows)
+        kept = [r for r in everything if not self.where or any(_match(r, w) for w in self.where)]
+        if self.skip_task_unless:
+            tasks = {r["task"] for r in kept if _match(r, self.skip_task_unless)}
+            kept = [r for r in kept if r["task"] in tasks]
+        if self.per_seed:  # first each seed's value in each group, then the columns over seeds
+            seeded: dict[tuple, list[dict]] = {}
+            for r in kept:
+                seeded.setdefault((*(r.get(k) for k in self.by), r["seed"]), []).append(r)
+            names = [n for c in self.per_seed for n in c.names]
+            kept = [{**dict(zip((*self.by, "seed"), key, strict=True)), **dict(zip(names, [
+                v for c in self.per_seed for v in c.values(g, everything)], strict=True))} for key, g in seeded.items()]
+        groups: dict[tuple, list[dict]] = {}
+        for r in kept:
+            groups.setdefault(tuple(r.get(k) for k in self.by), []).append(r)
+        ordered = list(groups.values())
+        if self.sort:
+            ordered.sort(key=lambda g: _sort_key(g[0], self.sort))
+        columns = [n for c in self.columns for n in c.names]
+        table_rows = [[v for c in self.columns for v in c.values(g, everything)] for g in ordered]
+        return Table(self.title, columns, table_rows, formats=dict(self.formats), caption=self.caption)

@@ -1,0 +1,150 @@
+"""Tables declared as data (heads.report.table_spec): filters, groups, order, aggregates, and clear errors."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from heads.report.collect import RunTree
+from heads.report.render import render_replication, tables
+from heads.report.table_spec import Column, TableSpec, TableSpecError
+
+REPLICATIONS = Path(__file__).resolve().parents[1] / "replications"
+
+
+def _spec(**raw) -> TableSpec:
+    return TableSpec.parse("t", {"title": "T", "rows": "runs", **raw}, "report.yaml")
+
+
+def _values(text: str, group: list[dict], everything: list[dict] | None = None) -> list:
+    return Column.parse(text, "here").values(group, everything or group)
+
+
+def test_aggregates_skip_failed_runs_but_count_them():
+    group = [{"seed": 0, "v": 1.0, "ok": True}, {"seed": 1, "v": 3.0, "ok": False},
+             {"seed": 2, "v": 100.0, "failed": True, "ok": None}]
+    assert _values("n = n_ok", group) == [2] and _values("n = n_failed", group) == [1]
+    assert _values("m = mean v", group) == [2.0] and _values("m = median v", group) == [2.0]
+    assert _values("r = tally ok", group) == ["1/2"]  # the failed run's None is not counted
+    assert _values("s = majority ok", group) == [""]  # one of three rows
+    assert _values("f = first v", group) == [1.0] and _values("c = count v", group) == [2]
+    mean, low, high = _values("a b c = ci v", group)
+    assert mean == 2.0 and low < 1.0 < 3.0 < high
+
+
+def test_conditional_columns_and_the_mode_and_only_value():
+    group = [{"seed": s, "pooling": p, "x": x, "head": h, "cap": 32}
+             for s, p, x, h in [(0, "token", 0.1, 3), (0, "mean", 0.5, 1), (1, "mean", 0.7, 1), (1, "token", 0.3, 3)]]
+    assert _values("t = mean x where pooling=token", group) == [pytest.approx(0.2)]
+    assert _values("b = mode head", group) == [1]  # a tie: the smaller head
+    assert _values("c = only cap", group) == [32]
+    assert _values("c = only x", group) == [None]  # rows disagree
+    assert _values("n = seeds", group) == [2]
+    assert _values("n = count x where pooling=none", group) == [0]
+
+
+def test_vs_baseline_pairs_each_run_with_its_seeds_baseline():
+    base = [{"task": "lm", "seed": s, "variant": "baseline", "strategy": "none", "ratio": 0.0, "t": 10.0 * (s + 1)}
+            for s in (0, 1)]
+    runs = [{"task": "lm", "seed": 0, "t": 5.0}, {"task": "lm", "seed": 1, "t": 30.0}, {"task": "lm", "seed": 2,
+                                                                                         "t": 1.0}]
+    assert _values("r = vs_baseline t", runs, base + runs) == [pytest.approx((0.5 + 1.5) / 2)]
+
+
+def test_filters_groups_and_site_order_over_a_run_tree(tmp_path):
+    from test_report import make_tree
+
+    tree = RunTree(make_tree(tmp_path))
+    table = _spec(where=[{"variant": ["posthoc", "scratch"], "ratio": ">0.3"}, {"variant": "base*"}],
+                  by=["task", "variant"], sort=["task", "variant"],
+                  columns=["task", "variant", "n = n_ok", "m lo hi = ci value metric"]).build(tree)
+    assert table.columns == ["task", "variant", "n", "m", "lo", "hi"]
+    keys = [tuple(r[:2]) for r in table.rows]
+    assert keys == sorted(keys) and {v for _, v in keys} == {"baseline", "baseline_2x", "posthoc", "scratch"}
+    ratios = _spec(where={"variant": "posthoc", "ratio": ">0.3"}, by=["ratio"], columns=["ratio"]).build(tree)
+    assert ratios.rows and all(r[0] > 0.3 for r in ratios.rows)
+    ablation = TableSpec.parse("a", {"title": "A", "rows": "ablation", "by": ["task", "site"], "sort": ["task", "site"],
+                                     "columns": ["task", "label"]}, "here").build(tree)
+    labels = [r[1] for r in ablation.rows if r[0] == "mt"]
+    assert labels == sorted(labels, key=lambda x: (not x.startswith("enc"), x))  # encoder sites first
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"by": ["task"], "columns": ["task"], "colour": "red"}, "unknown keys \\['colour'\\]"),
+    ({"by": ["task"]}, "missing \\['columns'\\]"),
+    ({"by": ["task"], "columns": ["x = total v"]}, "'total' is not one of"),
+    ({"by": ["task"], "columns": ["x = ci v"]}, "ci gives three columns"),
+    ({"by": ["task"], "columns": ["x = mean"]}, "mean needs the field it aggregates"),
+    ({"by": ["task"], "columns": ["x y z = mean v"]}, "ci gives three columns"),
+    ({"by": ["task"], "columns": ["task"], "rows": "weather"}, "rows 'weather' is not one of"),
+])
+def test_a_spec_off_the_vocabulary_is_refused_with_where_and_why(raw, message):
+    with pytest.raises(TableSpecError, match=message):
+        _spec(**raw)
+
+
+def test_a_replication_declares_a_new_table_in_its_folder_alone(tmp_path):
+    """A new table is a few lines of report.yaml: no Python, and it renders with the rest."""
+    from test_report import make_tree
+
+    reps = tmp_path / "replications"
+    shutil.copytree(REPLICATIONS / "training_time", reps / "training_time")
+    doc = yaml.safe_load((reps / "training_time" / "report.yaml").read_text())
+    doc["tables"] = {"speeds": {"title": "Throughput", "rows": "runs", "where": {"variant": "during"},
+                                "by": ["task", "strategy"], "columns": ["task", "strategy", "tps = mean tokens_per_s"]}}
+    doc["figures"] = []
+    (reps / "training_time" / "report.yaml").write_text(yaml.safe_dump(doc))
+    (reps / "training_time" / "claims.yaml").unlink()
+    tree = RunTree(make_tree(tmp_path / "tree"))
+    written = render_replication("training_time", tree, tmp_path / "out", reps)
+    assert [p.name for p in written] == ["speeds.csv", "speeds.md"]
+    rows = tables("training_time", tree, reps)("speeds").rows
+    assert rows and all(r[2] > 0 for r in rows)
+    doc["tables"] = {"nope": None}  # empty: a built-in table, and there is none of that name
+    (reps / "training_time" / "report.yaml").write_text(yaml.safe_dump(doc))
+    with pytest.raises(KeyError, match="have no renderer"):
+        render_replication("training_time", tree, tmp_path / "out", reps)
+
+
+def test_tidy_rows_carry_their_arm_and_seed_and_load_into_pandas(tmp_path):
+    from test_report import make_tree
+
+    from heads.report.rows import by_seed, frame, rows
+
+    tree = RunTree(make_tree(tmp_path))
+    clock = rows(tree, "clock")
+    assert clock and {r["role"] for r in clock} == {"reference", "model", "dropout"}
+    assert all(r["step_ms"] == pytest.approx(r["step_s"] * 1e3) for r in clock if "step_s" in r)
+    seeded = by_seed(tree, "clock", clock[0]["task"], clock[0]["arm"])
+    assert sorted(seeded) == sorted({r["seed"] for r in clock if r["arm"] == clock[0]["arm"]})
+    runs = frame(tree)
+    assert len(runs) == len(tree.runs) and {"task", "variant", "seed", "value", "failed"} <= set(runs.columns)
+    with pytest.raises(KeyError, match="no rows of kind 'weather'"):
+        by_seed(tree, "weather", "lm", "none")
+
+
+def test_heads_rows_shows_a_spec_author_the_fields_and_refuses_an_unknown_kind(tmp_path, capsys):
+    import argparse
+
+    from test_report import make_tree
+
+    from heads.cli import report as report_cli
+
+    def cli(argv: list[str]) -> int:
+        parser = argparse.ArgumentParser(prog="heads")
+        report_cli.register(parser.add_subparsers(dest="command", required=True))
+        args = parser.parse_args(argv)
+        return args.func(args)
+
+    runs = make_tree(tmp_path)
+    assert cli(["rows", "--runs", str(runs), "--kind", "memory", "--tasks", "lm"]) == 0
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert {"task", "arm", "seed", "model", "role", "peak_mb"} <= set(header.split(",")) and lines
+    assert all(line.startswith("lm,") for line in lines)
+    assert cli(["rows", "--runs", str(runs), "--out", str(tmp_path / "runs.csv")]) == 0
+    assert (tmp_path / "runs.csv").read_text().startswith("task,variant,strategy,ratio,seed")
+    with pytest.raises(SystemExit, match="unknown kind 'weather'"):
+        cli(["rows", "--runs", str(runs), "--kind", "weather"])
