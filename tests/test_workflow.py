@@ -289,6 +289,24 @@ def test_a_new_replication_is_one_folder(tmp_path):
 
 
 @needs_snakemake
+def test_a_table_spec_off_the_vocabulary_fails_before_any_job(tmp_path):
+    """A replication's report.yaml is checked when the DAG is built, not when its runs have trained."""
+    from smoke_dag import copy_repo
+
+    repo = copy_repo(tmp_path)
+    path = repo / "replications" / "training_time" / "report.yaml"
+    text = path.read_text()
+    wrong = text.replace("columns: [task, arm, model, n_seeds = count, heads = mean heads, step_ms = mean step_ms,",
+                         "columns: [task, arm, model, n_seeds = total, heads = mean heads, step_ms = mean step_ms,")
+    assert wrong != text
+    path.write_text(wrong)
+    run = snakemake("-n", "--config", "preset=smoke", cwd=repo)
+    out = run.stdout + run.stderr
+    assert run.returncode != 0 and "'total' is not one of" in out and "table clock" in out, out[-2000:]
+    assert "Building DAG" not in out
+
+
+@needs_snakemake
 def test_paths_with_spaces_reach_every_command_whole():
     import shlex
 

@@ -4,6 +4,7 @@ import json
 import re
 import shlex
 
+from heads.report.render import artefacts as report_artefacts
 from heads.sheet import (
     SheetError,
     build as build_sheet,
@@ -35,6 +36,12 @@ try:
 except SheetError as e:
     raise ValueError(f"run sheet of preset {PRESET!r}: {e}") from None
 REPLICATIONS = sorted(SHEET.of)
+# What each renders, its table specs checked now: a report.yaml off the vocabulary fails here, not after the
+# runs it would render have trained.
+try:
+    ARTEFACTS = {rep: report_artefacts(rep, "replications") for rep in REPLICATIONS}
+except (KeyError, ValueError) as e:
+    raise ValueError(f"report.yaml: {e.args[0] if isinstance(e, KeyError) else e}") from None
 
 # A custom entry is checked (strategy name, parameters, types) before any job runs, not when its first run
 # starts; it may not take the place of a built-in run.
@@ -156,10 +163,7 @@ def surgery_runs():
 
 def artefacts(replication):
     """What a replication renders, as its folder declares (replications/<name>/report.yaml)."""
-    import yaml
-
-    with open(f"replications/{replication}/report.yaml") as f:
-        return yaml.safe_load(f)
+    return ARTEFACTS[replication]
 
 
 def replication_outputs(rep):
