@@ -52,6 +52,11 @@ def test_vs_baseline_pairs_each_run_with_its_seeds_baseline():
     runs = [{"task": "lm", "seed": 0, "t": 5.0}, {"task": "lm", "seed": 1, "t": 30.0}, {"task": "lm", "seed": 2,
                                                                                          "t": 1.0}]
     assert _values("r = vs_baseline t", runs, base + runs) == [pytest.approx((0.5 + 1.5) / 2)]
+    # the group's mean over the baseline runs' mean (a throughput against the baseline's)
+    assert _values("r = over_baseline t", runs, base + runs) == [pytest.approx(12.0 / 15.0)]
+    # a fallback where the aggregate gives nothing: a field of the group's first row
+    assert _values("d = mean dropout or knob", [{"seed": 0, "knob": 0.25}]) == [0.25]
+    assert _values("d = mean dropout or knob", [{"seed": 0, "knob": 0.25, "dropout": 0.3}]) == [0.3]
 
 
 def test_filters_groups_and_site_order_over_a_run_tree(tmp_path):
@@ -66,6 +71,9 @@ def test_filters_groups_and_site_order_over_a_run_tree(tmp_path):
     assert keys == sorted(keys) and {v for _, v in keys} == {"baseline", "baseline_2x", "posthoc", "scratch"}
     ratios = _spec(where={"variant": "posthoc", "ratio": ">0.3"}, by=["ratio"], columns=["ratio"]).build(tree)
     assert ratios.rows and all(r[0] > 0.3 for r in ratios.rows)
+    # sorted by a column the table computes (descending), not only by the rows' own fields
+    heads = _spec(where={"task": "lm"}, by=["variant"], sort=["-h"], columns=["variant", "h = mean heads"]).build(tree)
+    assert [r[1] for r in heads.rows] == sorted((r[1] for r in heads.rows), reverse=True) and len(heads.rows) > 2
     ablation = TableSpec.parse("a", {"title": "A", "rows": "ablation", "by": ["task", "site"], "sort": ["task", "site"],
                                      "columns": ["task", "label"]}, "here").build(tree)
     labels = [r[1] for r in ablation.rows if r[0] == "mt"]

@@ -25,8 +25,9 @@ Aggregates over a group's rows (a failed run's row counts in ``n_ok``/``n_failed
 ``median``, ``first``, ``only`` (the one value all rows share, else empty), ``mode`` (the most frequent; ties:
 the smallest), ``tally`` (``k/n``: true of those with a value), ``share`` (the share of rows where it is true),
 ``majority`` (``*`` when true in more than half of the rows), ``ci FIELD [RANGE]`` (mean, Student-t 95 %
-interval: three names; RANGE a bounded metric of heads.metrics, or a field naming it) and ``vs_baseline FIELD``
-(the mean over seeds of FIELD over the same seed's baseline run's).
+interval: three names; RANGE a bounded metric of heads.metrics, or a field naming it), ``vs_baseline FIELD``
+(the mean over seeds of FIELD over the same seed's baseline run's) and ``over_baseline FIELD`` (the mean of
+FIELD over the mean of the task's baseline runs').
 """
 
 from __future__ import annotations
@@ -73,11 +74,21 @@ def _numbers(group: list[dict], name: str) -> list[float]:
             and not isinstance(r.get(name), bool)]
 
 
+def _baseline(group: list[dict], everything: list[dict]) -> list[dict]:
+    """The group's task's baseline runs that finished."""
+    return [r for r in everything if r["task"] == group[0]["task"] and not r.get("failed")
+            and all(r.get(k) == v for k, v in BASELINE.items())]
+
+
 def _vs_baseline(group: list[dict], name: str, everything: list[dict]) -> float | None:
-    base = {r["seed"]: r.get(name) for r in everything if r["task"] == group[0]["task"] and not r.get("failed")
-            and all(r.get(k) == v for k, v in BASELINE.items())}
+    base = {r["seed"]: r.get(name) for r in _baseline(group, everything)}
     return mean([r[name] / base[r["seed"]] for r in group if not r.get("failed") and r.get(name)
                  and base.get(r["seed"])])
+
+
+def _over_baseline(group: list[dict], name: str, everything: list[dict]) -> float | None:
+    mine, base = mean(_numbers(group, name)), mean(_numbers(_baseline(group, everything), name))
+    return mine / base if mine and base else None
 
 
 def _tally(group: list[dict], name: str) -> str:
@@ -101,17 +112,21 @@ AGGREGATES: dict[str, Callable[..., Any]] = {
     "majority": lambda g, name, *_: "*" if 2 * sum(bool(r.get(name)) for r in g) > len(g) else "",
     "ci": lambda g, name, metric=None, *_: ci(_numbers(g, name), g[0].get(metric, metric) if g and metric else metric),
     "vs_baseline": lambda g, name, everything: _vs_baseline(g, name, everything),
+    "over_baseline": lambda g, name, everything: _over_baseline(g, name, everything),
 }
+BASELINED = ("vs_baseline", "over_baseline")  # aggregates that also read the task's baseline runs
 
 
 @dataclass(frozen=True)
 class Column:
-    """``names = how [field [arg]] [where key=value ...]`` or a group field copied from the group's first row."""
+    """``names = how [field [arg]] [or fallback] [where key=value ...]`` or a group field copied from the group's
+    first row; ``or``: the first row's ``fallback`` field where the aggregate gives nothing (None or 0)."""
 
     names: tuple[str, ...]
     how: str = "first"
     args: tuple[str, ...] = ()
     where: dict = field(default_factory=dict)
+    fallback: str | None = None
 
     @classmethod
     def parse(cls, text: str, where: str) -> Column:
@@ -119,6 +134,7 @@ class Column:
         if not sep:
             return cls((names.strip(),), "first", (names.strip(),))
         words, _, cond = rest.partition(" where ")
+        words, _, fallback = words.partition(" or ")
         how, *args = words.split()
         if how not in AGGREGATES:
             raise TableSpecError(f"{where}: {text!r}: {how!r} is not one of {sorted(AGGREGATES)}")
@@ -127,13 +143,15 @@ class Column:
         if (how == "ci") != (len(names.split()) == 3):
             raise TableSpecError(f"{where}: {text!r}: ci gives three columns (mean, low, high), the rest one")
         filters = dict(c.split("=", 1) for c in cond.split())
-        return cls(tuple(names.split()), how, tuple(args), filters)
+        return cls(tuple(names.split()), how, tuple(args), filters, fallback.strip() or None)
 
     def values(self, group: list[dict], everything: list[dict]) -> list[Any]:
         group = [r for r in group if _match(r, self.where)]
-        if not group and self.how in ("first", "vs_baseline"):
+        if not group and self.how in ("first", *BASELINED):
             return [None]
-        out = AGGREGATES[self.how](group, *self.args, *((everything,) if self.how == "vs_baseline" else ()))
+        out = AGGREGATES[self.how](group, *self.args, *((everything,) if self.how in BASELINED else ()))
+        if self.fallback and not out:
+            out = group[0].get(self.fallback)
         return list(out) if self.how == "ci" else [out]
 
 
@@ -218,9 +236,9 @@ class TableSpec:
         groups: dict[tuple, list[dict]] = {}
         for r in kept:
             groups.setdefault(tuple(r.get(k) for k in self.by), []).append(r)
-        ordered = list(groups.values())
-        if self.sort:
-            ordered.sort(key=lambda g: _sort_key(g[0], self.sort))
         columns = [n for c in self.columns for n in c.names]
-        table_rows = [[v for c in self.columns for v in c.values(g, everything)] for g in ordered]
-        return Table(self.title, columns, table_rows, formats=dict(self.formats), caption=self.caption)
+        table_rows = [([v for c in self.columns for v in c.values(g, everything)], g[0]) for g in groups.values()]
+        if self.sort:  # by the table's own column of that name, else by the group's first row
+            table_rows.sort(key=lambda rf: _sort_key({**rf[1], **dict(zip(columns, rf[0], strict=True))}, self.sort))
+        return Table(self.title, columns, [r for r, _ in table_rows], formats=dict(self.formats),
+                     caption=self.caption)

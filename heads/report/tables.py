@@ -136,34 +136,6 @@ def differences_table(tree: RunTree) -> Table:
 
 
 # -- training_time -------------------------------------------------------------------------------------
-def _tt_runs(tree: RunTree, task: str) -> dict[tuple, list[Run]]:
-    return _groups(r for r in tree.select(task) if r.variant in ("baseline", "during"))
-
-
-def redundancy_table(tree: RunTree) -> Table:
-    cols = ["task", "strategy", "ratio", "attention_dropout", "n_ok", "n_failed", "redundancy_ratio", "ci_low",
-            "ci_high", "threshold", "max_similarity", "tokens_per_s_early", "throughput_vs_baseline",
-            "final_val_loss"]
-    rows = []
-    for task in tree.tasks:
-        base_tps = mean(_ok(tree.select(task, "baseline", "none", 0.0), "tokens_per_s_early"))
-        for (_, variant, strategy, ratio), runs in _tt_runs(tree, task).items():
-            if variant != "during" or runs[0].method != "dropout_regime":
-                continue
-            ok = [r for r in runs if not r.failed]
-            tps = mean(_ok(runs, "tokens_per_s_early"))
-            rows.append([task, strategy, ratio, mean(_ok(runs, "attention_dropout")) or runs[0].knob,
-                         len(ok), len(runs) - len(ok), *ci(_ok(runs, "redundancy_ratio"), "share"),
-                         mean(_ok(runs, "redundancy_threshold")), mean(_ok(runs, "max_similarity")), tps,
-                         tps / base_tps if tps and base_tps else None, mean(_ok(runs, "final_val_loss"))])
-    rows.sort(key=lambda r: (r[0], r[3] if r[3] is not None else -1.0, r[1], r[2]))
-    return Table("Redundancy after warm-up by attention dropout", cols, rows, caption=(
-        "Share of heads with an output-cosine partner above the threshold at the end of warm-up (D4/D5), the "
-        "largest cosine between two heads of a site then (`max_similarity`, mean over seeds: how near the "
-        "threshold the most alike pair came), and the warm-up throughput against the baseline's (dropout "
-        "costs RNG time)."))
-
-
 def gqa_table(tree: RunTree) -> Table:
     """A3: each model (the baseline, its grouped-query variants, a narrower one) beside its redundancy under
     both similarity definitions and what post-hoc pruning cost it."""
@@ -242,7 +214,7 @@ def redundancy_genre_table(tree: RunTree) -> Table:
 # The built-in tables by name; a replication's report.yaml names one by leaving its spec empty.
 BUILT_IN: dict[str, Callable[[RunTree], Table]] = {
     "speed": speed_table, "l0": l0_table,
-    "differences": differences_table, "redundancy": redundancy_table, "gqa": gqa_table,
+    "differences": differences_table, "gqa": gqa_table,
     "redundancy_genre": redundancy_genre_table,
 }
 
