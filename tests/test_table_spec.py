@@ -57,6 +57,14 @@ def test_vs_baseline_pairs_each_run_with_its_seeds_baseline():
     # a fallback where the aggregate gives nothing: a field of the group's first row
     assert _values("d = mean dropout or knob", [{"seed": 0, "knob": 0.25}]) == [0.25]
     assert _values("d = mean dropout or knob", [{"seed": 0, "knob": 0.25, "dropout": 0.3}]) == [0.3]
+    # other runs than the group's: its task's baseline, or the runs started from the group's
+    scratch = [{"task": "lm", "seed": s, "variant": "scratch", "from_run": f"lm/l0/seed{s}", "t": 2.0 + s}
+               for s in (0, 1)]
+    l0 = [{"task": "lm", "seed": s, "path": f"lm/l0/seed{s}", "t": 9.0} for s in (0, 1)]
+    everything = base + l0 + scratch
+    assert _values("b = mean t of baseline", l0, everything) == [15.0]
+    assert _values("s = mean t of started where variant=scratch", l0, everything) == [2.5]
+    assert _values("n = n_ok of started where variant=baseline", l0, everything) == [0]
 
 
 def test_filters_groups_and_site_order_over_a_run_tree(tmp_path):
@@ -86,6 +94,7 @@ def test_filters_groups_and_site_order_over_a_run_tree(tmp_path):
     ({"by": ["task"], "columns": ["x = total v"]}, "'total' is not one of"),
     ({"by": ["task"], "columns": ["x = ci v"]}, "ci gives three columns"),
     ({"by": ["task"], "columns": ["x = mean"]}, "mean needs the field it aggregates"),
+    ({"by": ["task"], "columns": ["x = mean v of cousins"]}, "'of' takes one of"),
     ({"by": ["task"], "columns": ["x y z = mean v"]}, "ci gives three columns"),
     ({"by": ["task"], "columns": ["task"], "rows": "weather"}, "rows 'weather' is not one of"),
 ])

@@ -80,6 +80,15 @@ def _baseline(group: list[dict], everything: list[dict]) -> list[dict]:
             and all(r.get(k) == v for k, v in BASELINE.items())]
 
 
+def _started(group: list[dict], everything: list[dict]) -> list[dict]:
+    """The runs that start from one of the group's (their run-sheet ``from_run`` is its label, its ``path``)."""
+    labels = {r.get("path") for r in group} - {None}
+    return [r for r in everything if r.get("from_run") in labels]
+
+
+OTHERS = {"baseline": _baseline, "started": _started}
+
+
 def _vs_baseline(group: list[dict], name: str, everything: list[dict]) -> float | None:
     base = {r["seed"]: r.get(name) for r in _baseline(group, everything)}
     return mean([r[name] / base[r["seed"]] for r in group if not r.get("failed") and r.get(name)
@@ -119,14 +128,17 @@ BASELINED = ("vs_baseline", "over_baseline")  # aggregates that also read the ta
 
 @dataclass(frozen=True)
 class Column:
-    """``names = how [field [arg]] [or fallback] [where key=value ...]`` or a group field copied from the group's
-    first row; ``or``: the first row's ``fallback`` field where the aggregate gives nothing (None or 0)."""
+    """``names = how [field [arg]] [of baseline|started] [or fallback] [where key=value ...]`` or a group field
+    copied from the group's first row. ``of``: over the task's baseline runs, or the runs started from the group's
+    (its ``from_run``: a scratch run at a pruned layout); ``or``: the first row's ``fallback`` field where the
+    aggregate gives nothing (None or 0)."""
 
     names: tuple[str, ...]
     how: str = "first"
     args: tuple[str, ...] = ()
     where: dict = field(default_factory=dict)
     fallback: str | None = None
+    of: str | None = None  # aggregate other runs than the group's: its task's ``baseline``, or those ``started``
 
     @classmethod
     def parse(cls, text: str, where: str) -> Column:
@@ -135,6 +147,9 @@ class Column:
             return cls((names.strip(),), "first", (names.strip(),))
         words, _, cond = rest.partition(" where ")
         words, _, fallback = words.partition(" or ")
+        words, _, of = words.partition(" of ")
+        if of and of.strip() not in OTHERS:
+            raise TableSpecError(f"{where}: {text!r}: 'of' takes one of {sorted(OTHERS)}")
         how, *args = words.split()
         if how not in AGGREGATES:
             raise TableSpecError(f"{where}: {text!r}: {how!r} is not one of {sorted(AGGREGATES)}")
@@ -143,10 +158,10 @@ class Column:
         if (how == "ci") != (len(names.split()) == 3):
             raise TableSpecError(f"{where}: {text!r}: ci gives three columns (mean, low, high), the rest one")
         filters = dict(c.split("=", 1) for c in cond.split())
-        return cls(tuple(names.split()), how, tuple(args), filters, fallback.strip() or None)
+        return cls(tuple(names.split()), how, tuple(args), filters, fallback.strip() or None, of.strip() or None)
 
     def values(self, group: list[dict], everything: list[dict]) -> list[Any]:
-        group = [r for r in group if _match(r, self.where)]
+        group = [r for r in (OTHERS[self.of](group, everything) if self.of else group) if _match(r, self.where)]
         if not group and self.how in ("first", *BASELINED):
             return [None]
         out = AGGREGATES[self.how](group, *self.args, *((everything,) if self.how in BASELINED else ()))

@@ -71,35 +71,6 @@ def speed_table(tree: RunTree) -> Table:
         "50 % pruned); `cpu_speedup`: of median CPU seconds."))
 
 
-# -- voita2019 -----------------------------------------------------------------------------------------
-def _started_from_layout_of(run: Run, l0_runs: list[Run]) -> bool:
-    """A scratch run trained at the head layout one of these L0 runs ended with (the run sheet's ``from_run``)."""
-    source = run.summary.get("run", {}).get("from_run") if isinstance(run.summary.get("run"), dict) else None
-    return source is not None and any(r.summary.get("run", {}).get("label") == source for r in l0_runs
-                                      if isinstance(r.summary.get("run"), dict))
-
-
-def l0_table(tree: RunTree) -> Table:
-    cols = ["task", "lam", "metric", "n_ok", "n_failed", "heads", "heads_removed_share", *CI, "baseline",
-            "scratch_mean", "scratch_ci_low", "scratch_ci_high", "scratch_n"]
-    rows = []
-    for task in tree.tasks:
-        base = tree.select(task, "baseline", "none")
-        for (_, _, strategy, _), runs in sorted(_groups(tree.select(task, "l0")).items(),
-                                                key=lambda kv: (kv[1][0].knob or 0.0, kv[0])):
-            scratch = [r for r in tree.select(task, "scratch") if not r.failed and
-                       _started_from_layout_of(r, runs)]
-            ok = [r for r in runs if not r.failed]
-            metric = tree.metric(task, tree.runs)
-            rows.append([task, strategy, metric, len(ok), len(runs) - len(ok),
-                         mean(_ok(runs, "heads")), mean(_ok(runs, "heads_removed_share")),
-                         *ci(_ok(runs, "value"), metric), mean(_ok(base, "value")),
-                         *ci(_ok(scratch, "value"), metric), len(scratch)])
-    return Table("Hard-Concrete (L0) head gates", cols, rows, caption=(
-        "The baseline fine-tuned with L0 gates at penalty λ, closed heads removed (Voita et al.): heads left, "
-        "task metric (mean, 95 % CI); `scratch`: the same head layout trained from initialisation."))
-
-
 # -- overprovisioning ----------------------------------------------------------------------------------
 def _op_groups(tree: RunTree, task: str) -> dict[tuple, list[Run]]:
     runs = [r for r in tree.select(task) if (r.variant in ("posthoc", "posthoc_ft", "scratch") and r.ratio > 0)
@@ -213,7 +184,7 @@ def redundancy_genre_table(tree: RunTree) -> Table:
 
 # The built-in tables by name; a replication's report.yaml names one by leaving its spec empty.
 BUILT_IN: dict[str, Callable[[RunTree], Table]] = {
-    "speed": speed_table, "l0": l0_table,
+    "speed": speed_table,
     "differences": differences_table, "gqa": gqa_table,
     "redundancy_genre": redundancy_genre_table,
 }
