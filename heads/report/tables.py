@@ -1,6 +1,6 @@
-"""Tables built in Python, where a spec (heads.report.table_spec) cannot say them: pairings across runs and
-analyses (scratch against pruned, a model against the runs it was pruned to), paired timing repeats, nested
-views. :class:`Tables` builds a replication's tables, declared or built in, each once."""
+"""Tables built in Python, where a spec (heads.report.table_spec) cannot say them: scratch minus pruned paired by
+seed across groups, paired timing repeats, models joined with their redundancy probes, nested genre views.
+:class:`Tables` builds a replication's tables, declared or built in, each once."""
 
 from __future__ import annotations
 
