@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 
+from heads.metrics import higher_is_better
 from heads.report.collect import BASELINE, Run, RunTree
 from heads.report.fmt import Table, records
 from heads.report.measures import speed_of_seed, speed_row, speed_samples
@@ -89,7 +90,7 @@ def differences_table(tree: RunTree) -> Table:
     rows = []
     for task in tree.tasks:
         metric = tree.metric(task, tree.runs)
-        higher = metric in ("bleu", "chrf", "accuracy")
+        higher = higher_is_better(metric or "")  # the metric's own direction (heads.metrics), stated once
         groups = _op_groups(tree, task)
         for (_, v1, s1, q1), scratch in groups.items():
             if v1 != "scratch":
