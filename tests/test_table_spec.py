@@ -82,6 +82,10 @@ def test_filters_groups_and_site_order_over_a_run_tree(tmp_path):
     # sorted by a column the table computes (descending), not only by the rows' own fields
     heads = _spec(where={"task": "lm"}, by=["variant"], sort=["-h"], columns=["variant", "h = mean heads"]).build(tree)
     assert [r[1] for r in heads.rows] == sorted((r[1] for r in heads.rows), reverse=True) and len(heads.rows) > 2
+    # a field no row has is a column that stays empty: the tree's problems say so (heads report prints them)
+    typo = _spec(by=["task"], columns=["task", "v = mean vaule"]).build(tree)
+    assert all(r[1] is None for r in typo.rows)
+    assert any("no runs row has 'vaule'" in p for p in tree.problems)
     ablation = TableSpec.parse("a", {"title": "A", "rows": "ablation", "by": ["task", "site"], "sort": ["task", "site"],
                                      "columns": ["task", "label"]}, "here").build(tree)
     labels = [r[1] for r in ablation.rows if r[0] == "mt"]
@@ -95,6 +99,7 @@ def test_filters_groups_and_site_order_over_a_run_tree(tmp_path):
     ({"by": ["task"], "columns": ["x = ci v"]}, "ci gives three columns"),
     ({"by": ["task"], "columns": ["x = mean"]}, "mean needs the field it aggregates"),
     ({"by": ["task"], "columns": ["x = mean v of cousins"]}, "'of' takes one of"),
+    ({"by": ["task"], "per_seed": ["n = count"], "columns": ["m = mean v"]}, "read \\['v'\\], which neither"),
     ({"by": ["task"], "columns": ["x y z = mean v"]}, "ci gives three columns"),
     ({"by": ["task"], "columns": ["task"], "rows": "weather"}, "rows 'weather' is not one of"),
 ])

@@ -189,6 +189,11 @@ def _match(row: Mapping, want: Mapping) -> bool:
     return True
 
 
+def _reads(columns: Sequence[Column]) -> set[str]:
+    """The row fields columns read: each aggregate's field, its filters and its fallback."""
+    return {f for c in columns for f in (*c.args[:1], *c.where, *([c.fallback] if c.fallback else []))}
+
+
 def _sort_key(row: dict, keys: Sequence[str]) -> tuple:
     """Sites by their place in the model; ``-key``: descending (numbers and truth values); a missing value last."""
     out: list = []
@@ -228,15 +233,29 @@ class TableSpec:
         if raw["rows"] not in ("runs", *KINDS):
             raise TableSpecError(f"{where}: rows {raw['rows']!r} is not one of {['runs', *KINDS]}")
         filters = raw.get("where") or []
-        return cls(name, str(raw["title"]), str(raw["rows"]), tuple(Column.parse(c, where) for c in raw["columns"]),
-                   tuple(raw["by"]), tuple(Column.parse(c, where) for c in raw.get("per_seed") or ()),
+        per_seed = tuple(Column.parse(c, where) for c in raw.get("per_seed") or ())
+        columns = tuple(Column.parse(c, where) for c in raw["columns"])
+        unmade = _reads(columns) - {*raw["by"], "seed", *(n for c in per_seed for n in c.names)} if per_seed else ()
+        if unmade:
+            raise TableSpecError(f"{where}: columns read {sorted(unmade)}, which neither by nor per_seed gives")
+        return cls(name, str(raw["title"]), str(raw["rows"]), columns, tuple(raw["by"]), per_seed,
                    tuple(filters if isinstance(filters, list) else [filters]),
                    tuple(raw.get("sort") or ()), dict(raw.get("formats") or {}), " ".join(str(raw.get(
                        "caption", "")).split()), dict(raw.get("skip_task_unless") or {}))
 
+    def unknown_fields(self, found: list[dict]) -> list[str]:
+        """Fields the spec reads that no row has: a typo gives an empty column, not an error, so say so."""
+        have = {k for r in found for k in r}
+        wanted = {*self.by, *(k for w in self.where for k in w), *self.skip_task_unless,
+                  *_reads(self.per_seed or self.columns)}
+        return [f"table {self.name}: no {self.rows} row has {f!r}, so what reads it stays empty (a typo in "
+                "report.yaml, or results from before the field was written?)" for f in sorted(wanted - have)] \
+            if found else []
+
     def build(self, tree: RunTree) -> Table:
         """The table over ``tree``: its rows filtered, grouped, ordered and aggregated."""
         everything = rows(tree, self.rows)
+        tree.problems += self.unknown_fields(everything)
         kept = [r for r in everything if not self.where or any(_match(r, w) for w in self.where)]
         if self.skip_task_unless:
             tasks = {r["task"] for r in kept if _match(r, self.skip_task_unless)}
