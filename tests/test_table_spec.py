@@ -170,3 +170,12 @@ def test_heads_rows_shows_a_spec_author_the_fields_and_refuses_an_unknown_kind(t
     assert (tmp_path / "runs.csv").read_text().startswith("task,variant,strategy,ratio,seed")
     with pytest.raises(SystemExit, match="unknown kind 'weather'"):
         cli(["rows", "--runs", str(runs), "--kind", "weather"])
+
+
+def test_an_all_but_one_row_without_a_loss_has_no_delta_instead_of_failing_the_report():
+    from heads.report.rows import _all_but_one
+
+    found = list(_all_but_one({"all_but_one": {"model.layers.0.self_attn": {"baseline_loss": 2.0, "loss": None},
+                                               "model.layers.1.self_attn": {"baseline_loss": 2.0, "loss": 3.0}}},
+                              "none", None))
+    assert [(r["delta"], r["relative_delta"]) for r in found] == [(None, None), (1.0, 0.5)]

@@ -7,6 +7,7 @@ spec (:mod:`heads.report.table_spec`) or, left empty, one of :data:`heads.report
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -14,6 +15,7 @@ import yaml
 from heads.report.claims import evaluate_all, write_ledger
 from heads.report.collect import RunTree
 from heads.report.figures import FIGURES
+from heads.report.fmt import Table
 from heads.report.ledger import write_environments
 from heads.report.spec import load_all
 from heads.report.table_spec import TableSpec, TableSpecError
@@ -75,20 +77,18 @@ def render_replication(
     tables, out = Tables(tree, specs), Path(out)
     if only is not None:
         return _render_one(name, specs, figures, tables, out, replications, only)
-    written = [] if figures_only else [p for t in specs for p in _table(t, tables).write(out, t)]
+    note = None if figures_only else tree.environment_note()
+    written = [] if figures_only else [p for t in specs for p in _table(t, tables, note).write(out, t)]
     written += [FIGURES[f](tables, out / f"{f}.png") for f in figures]
     if not figures_only and (Path(replications) / name / "claims.yaml").exists():
         written += _claims_page(name, tree, out, replications)
     return written
 
 
-def _table(name: str, tables: Tables):
-    """A table, its caption saying so when the runs behind it come from different environments."""
+def _table(name: str, tables: Tables, note: str | None) -> Table:
+    """A table, its caption saying so when the runs behind it come from different environments (``note``)."""
     table = tables(name)
-    note = tables.tree.environment_note()
-    if note:
-        table.caption = f"{table.caption} **Environments differ:** {note}.".strip()
-    return table
+    return replace(table, caption=f"{table.caption} **Environments differ:** {note}.".strip()) if note else table
 
 
 def _claims_page(name: str, tree: RunTree, out: Path, replications: str | Path) -> list[Path]:
@@ -109,7 +109,7 @@ def _render_one(name: str, specs: dict, figures: list[str], tables: Tables, out:
     if ext == "png" and stem in figures:
         return [FIGURES[stem](tables, out / f"{stem}.png")]
     if ext in ("", "csv", "md") and stem in specs:
-        return _table(stem, tables).write(out, stem)
+        return _table(stem, tables, tables.tree.environment_note()).write(out, stem)
     if only == "claims":
         return _claims_page(name, tables.tree, out, replications)
     known = [*specs, *(f"{f}.png" for f in figures), "claims"]

@@ -35,10 +35,11 @@ def _all_but_one(data: Any, arm: str, knob: float | None) -> Iterator[dict]:
         base = r.get("baseline_loss") if isinstance(r, dict) else None
         if number(base) is None or not ("delta_loss" in r or "loss" in r):
             continue
-        delta = r.get("delta_loss", r.get("loss", 0) - base)
+        loss = number(r.get("loss"))  # a delta the analysis did not write: its loss against the full model's
+        delta = number(r["delta_loss"]) if "delta_loss" in r else loss - base if loss is not None else None
         accuracy = [r.get(k) for k in ("accuracy", "baseline_accuracy")]
         yield {**_site(site), "best_head": int(r["best_head"]) if "best_head" in r else None, "delta": delta,
-               "relative_delta": delta / base if base else None,
+               "relative_delta": delta / base if delta is not None and base else None,
                "delta_accuracy": accuracy[0] - accuracy[1] if None not in map(number, accuracy) else None}
 
 
@@ -131,8 +132,7 @@ def by_seed(tree: RunTree, kind: str, task: str, arm: str) -> dict[int, list[dic
 def rows(tree: RunTree, kind: str) -> list[dict]:
     """The tidy rows of one kind, in the tree's order: tasks, then arms, then seeds (sorted)."""
     if kind == "runs":
-        return [{**r.record, "knob": r.knob, "method": r.method, "from_run": r.from_run} for r in tree.runs
-                if r.task in tree.tasks]
+        return [{**r.record, "knob": r.knob, "method": r.method, "from_run": r.from_run} for r in tree.runs]
     analysis = KINDS[kind][0] if kind in KINDS else kind
     return [r for task in tree.tasks for arm in tree.arm_names(task, analysis)
             for seeded in by_seed(tree, kind, task, arm).values() for r in seeded]

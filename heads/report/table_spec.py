@@ -165,7 +165,7 @@ class Column:
         if not group and self.how in ("first", *BASELINED):
             return [None]
         out = AGGREGATES[self.how](group, *self.args, *((everything,) if self.how in BASELINED else ()))
-        if self.fallback and not out:
+        if self.fallback and not out and group:
             out = group[0].get(self.fallback)
         return list(out) if self.how == "ci" else [out]
 
