@@ -465,17 +465,6 @@ class RunTree:
         """``{seed: JSON}`` of one analysis arm, by seed (``none``: the kinds run once per model)."""
         return dict(sorted(self._arms(task, kind).get(arm, {}).items()))
 
-    def curve_steps(self, task: str) -> list[int]:
-        """Training steps of the snapshots that have curves (the arms' knobs)."""
-        return sorted(int(k) for arm in self._arms(task, "curve_at")
-                      if (k := self.knob(task, "curve_at", arm)) is not None)
-
-    def redundancy_steps(self, task: str) -> list[tuple[str, float | None]]:
-        """``[(arm, step)]`` of the over-training redundancy analyses, in training order (``final`` last, its
-        step None)."""
-        arms = [(a, self.knob(task, "redundancy_at", a)) for a in self.arm_names(task, "redundancy_at")]
-        return sorted(arms, key=lambda x: (x[1] is None, x[1] or 0.0, x[0]))
-
 
 def _matches(run: Run, want: Mapping[str, Any]) -> bool:
     for key, value in want.items():

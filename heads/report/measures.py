@@ -17,10 +17,8 @@ from typing import Any
 
 from heads.report.collect import Run, RunTree, number, reach_fields
 from heads.report.curves import curve_area, curve_series, interpolate, removable
-from heads.report.rows import by_seed
+from heads.report.rows import KINDS, by_seed
 
-SOURCES = ("run", "ablation", "all_but_one", "curve", "curve_at", "speed", "roles", "redundancy", "redundancy_at",
-           "shift", "memory", "clock")
 MEASURES = {
     "ablation": ("significant_share", "significant_count", "mean_delta_loss"),
     "all_but_one": ("harmless_share", "mean_delta", "max_delta"),
@@ -49,6 +47,7 @@ KEYS = {
     "memory": {"arm", "measure"},
     "clock": {"arm", "model", "measure", "target"},
 }
+SOURCES = tuple(KEYS)
 TTT_FIELDS = {"time_to_target", "steps_to_target", "cpu_time_to_target"}
 
 
@@ -130,6 +129,8 @@ def check_selector(sel: Mapping[str, Any], where: str) -> None:
         raise SelectorError(f"{where}: from: {source} needs 'arm' (the pruned model's arm)")
     if source == "curve" and "scorer" not in sel:
         raise SelectorError(f"{where}: from: curve needs 'scorer'")
+    if source == "shift" and sel["measure"] == "gap" and "dataset" not in sel:
+        raise SelectorError(f"{where}: a gap needs the shifted dataset it is measured on")
     if "pruned" in sel and not isinstance(sel["pruned"], bool):
         raise SelectorError(f"{where}: pruned must be true or false, got {sel['pruned']!r}")
     if isinstance(sel.get("pick"), Mapping) and set(sel["pick"].values()) - {"min", "max"}:
@@ -139,9 +140,9 @@ def check_selector(sel: Mapping[str, Any], where: str) -> None:
 def measure(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     """Evaluate one (checked) selector against the run tree."""
     source = sel.get("from", "run")
-    return {"run": _run, "ablation": _ablation, "all_but_one": _all_but_one, "curve": _curve, "curve_at": _curve,
-            "speed": _speed, "roles": _roles, "redundancy": _redundancy,
-            "redundancy_at": _redundancy_at, "shift": _shift, "memory": _memory, "clock": _clock}[source](tree, sel)
+    if source in ANALYSES and not (source == "clock" and sel["measure"].endswith("time_to_target_ratio")):
+        return _analysis(tree, sel)
+    return {"run": _run, "speed": _speed, "clock": _time_to_target}[source](tree, sel)
 
 
 # -- runs ----------------------------------------------------------------------------------------------
@@ -255,7 +256,7 @@ def _run_field(run: Run, fld: str, target: float | None) -> tuple[float | None, 
     return float(value), None
 
 
-# -- ablation tables -----------------------------------------------------------------------------------
+# -- analyses: one seed's tidy rows (heads.report.rows) to one value ------------------------------------------
 def _kinds(sel: Mapping[str, Any]) -> set[str] | None:
     kinds = sel.get("site_kind")
     if kinds is None:
@@ -280,50 +281,33 @@ def _per_seed(tree_data: Mapping[int, Any], label: str, missing_text: str,
     return series
 
 
-def _ablation(tree: RunTree, sel: Mapping[str, Any]) -> Series:
-    task, how, kinds = sel["task"], sel["measure"], _kinds(sel)
-    alpha = sel.get("alpha")  # a stricter level than the analysis used (Michel et al. report p < 0.01)
-
-    def significant(row: dict) -> bool:
-        if alpha is None:
-            return bool(row.get("significant"))
-        p = row.get("p_value")
-        return isinstance(p, (int, float)) and p < float(alpha)
-
-    def fn(rows: list[dict]) -> float | Share | None:
-        if sel.get("test") is not None and any(r["test"] != sel["test"] for r in rows):
-            return None  # significance by another test than the claim's (a loss t-test is not BLEU's bootstrap)
-        rows = [r for r in rows if kinds is None or r["kind"] in kinds]
-        if not rows:
-            return None
-        if how == "mean_delta_loss":
-            return sum(float(r["delta_loss"]) for r in rows) / len(rows)
-        count = sum(significant(r) for r in rows)
-        return Share(count, len(rows)) if how == "significant_share" else float(count)
-
-    where = "" if kinds is None else f" ({'/'.join(sorted(kinds))} sites)"
-    return _per_seed(by_seed(tree, "ablation", task, "none"), f"{task} ablation {how}{where}",
-                     f"{task}: no analysis/ablation/seed*.json", fn)
+def _ablation(rows: list[dict], sel: Mapping[str, Any]) -> float | Share | None:
+    """Single-head ablation over the heads of ``site_kind``: the share (or count) whose removal was significant,
+    at the analysis's level or at ``alpha`` (Michel et al. report p < 0.01), or their mean loss change."""
+    if sel.get("test") is not None and any(r["test"] != sel["test"] for r in rows):
+        return None  # significance by another test than the claim's (a loss t-test is not BLEU's bootstrap)
+    kinds, alpha = _kinds(sel), sel.get("alpha")
+    rows = [r for r in rows if kinds is None or r["kind"] in kinds]
+    if not rows:
+        return None
+    if sel["measure"] == "mean_delta_loss":
+        return sum(float(r["delta_loss"]) for r in rows) / len(rows)
+    count = sum(bool(r.get("significant")) if alpha is None else
+                isinstance(r.get("p_value"), (int, float)) and r["p_value"] < float(alpha) for r in rows)
+    return Share(count, len(rows)) if sel["measure"] == "significant_share" else float(count)
 
 
-def _all_but_one(tree: RunTree, sel: Mapping[str, Any]) -> Series:
-    task, how, kinds = sel["task"], sel["measure"], _kinds(sel)
-    budget, key = float(sel.get("budget", 0.05)), "relative_delta" if sel.get("relative", True) else "delta"
-
-    def fn(rows: list[dict]) -> float | Share | None:
-        deltas = [float(r[key]) for r in rows if (kinds is None or r["kind"] in kinds) and r[key] is not None]
-        if not deltas:
-            return None
-        if how == "harmless_share":
-            return Share(sum(d <= budget for d in deltas), len(deltas))
-        return max(deltas) if how == "max_delta" else sum(deltas) / len(deltas)
-
-    where = "" if kinds is None else f" ({'/'.join(sorted(kinds))} sites)"
-    return _per_seed(by_seed(tree, "all_but_one", task, "none"), f"{task} all-but-one {how}{where}",
-                     f"{task}: no analysis/ablation/seed*.json", fn)
+def _all_but_one(rows: list[dict], sel: Mapping[str, Any]) -> float | Share | None:
+    """Sites reduced to their best head: the share within ``budget`` of the loss, or the mean or largest change."""
+    kinds, key = _kinds(sel), "relative_delta" if sel.get("relative", True) else "delta"
+    deltas = [float(r[key]) for r in rows if (kinds is None or r["kind"] in kinds) and r[key] is not None]
+    if not deltas:
+        return None
+    if sel["measure"] == "harmless_share":
+        return Share(sum(d <= float(sel.get("budget", 0.05)) for d in deltas), len(deltas))
+    return max(deltas) if sel["measure"] == "max_delta" else sum(deltas) / len(deltas)
 
 
-# -- pruning curves ------------------------------------------------------------------------------------
 def _curve_value(data: Mapping[str, Any], sel: Mapping[str, Any]) -> float | None:
     curve = curve_series(data, sel.get("field"))
     if curve is None:
@@ -342,32 +326,128 @@ def _curve_value(data: Mapping[str, Any], sel: Mapping[str, Any]) -> float | Non
     return interpolate(xs, curve.retained if how == "retained" else curve.values, float(sel["ratio"]))
 
 
-def resolve_step(tree: RunTree, task: str, step: Any) -> int | None:
-    """A snapshot step: an integer, or ``first`` / ``last`` of those with curves."""
-    steps = tree.curve_steps(task)
-    if step in ("first", "last"):
-        return (steps[0] if step == "first" else steps[-1]) if steps else None
-    try:
-        return int(step)
-    except (TypeError, ValueError):
-        return None
+def _roles(rows: list[dict], sel: Mapping[str, Any]) -> float | None:
+    """The mean of ``field`` over the heads the L0 model kept, over those it pruned, or kept minus pruned."""
+    kinds, fld, how = _kinds(sel), str(sel.get("field", "confidence")), sel["measure"]
+    rows = [r for r in rows if kinds is None or r["kind"] in kinds]  # Voita et al.: the encoder's self-attention
+    kept = [float(r[fld]) for r in rows if r.get("kept") and isinstance(r.get(fld), (int, float))]
+    gone = [float(r[fld]) for r in rows if not r.get("kept") and isinstance(r.get(fld), (int, float))]
+    k = sum(kept) / len(kept) if kept else None
+    g = sum(gone) / len(gone) if gone else None
+    if how != "kept_minus_pruned":
+        return k if how == "kept_mean" else g
+    return None if k is None or g is None else k - g
 
 
-def _curve(tree: RunTree, sel: Mapping[str, Any]) -> Series:
-    task, how = sel["task"], sel["measure"]
+def _definition(rows: list[dict], sel: Mapping[str, Any]) -> float | None:
+    """The row of one similarity definition (``pooling``, default the report's ``mean``; ``space``, default
+    ``value``) of a ``heads redundancy`` result."""
+    pooling, space = str(sel.get("pooling", "mean")), str(sel.get("space", "value"))
+    found = [r for r in rows if r.get("pooling") == pooling and r.get("space") == space]
+    return number(found[0].get(sel["measure"])) if found else None
+
+
+def _shift(rows: list[dict], sel: Mapping[str, Any]) -> float | None:
+    """A pruned model against its reference (``heads shift``): ``change`` (its relative loss of quality; in
+    domain unless ``dataset`` names a shifted corpus), ``gap`` (a shifted corpus's change minus the in-domain
+    one: positive when pruning costs more under the shift) or ``worst`` (the largest change over the corpora it
+    was scored on: the domain pruning hurt most)."""
+    how, dataset = sel["measure"], sel.get("dataset")
+    if how == "worst":
+        changes = [number(r.get("change")) for r in rows if r["domain"] == "shifted"]
+        return max(changes) if changes and None not in changes else None
+    row = next((r for r in rows if (r["domain"] == "in" if dataset is None else r["genre"] == str(dataset))), None)
+    return number(row.get(how)) if row else None
+
+
+def _model_row(rows: list[dict], sel: Mapping[str, Any]) -> float | None:
+    """One model of a job that measured several side by side (``heads memory``: the pruned one against its
+    reference, largest batch within the reference's step peak and peak and optimizer ratios; ``heads clock``:
+    ``model`` (the pruned arm, default) or ``dropout`` (the baseline under warm-up attention dropout), step and
+    throughput ratios against the baseline on the wall or CPU clock)."""
+    return next((number(r.get(sel["measure"])) for r in rows if r["role"] == str(sel.get("model", "model"))), None)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """How a selector reads one kind of analysis: which arm (``arm``: the selector key naming it, a glob that
+    ``pick`` narrows by the arms' knobs; ``step``: a snapshot, ``first``, ``last`` or its step; None: the one
+    arm), what it calls the result (``label``, filled from the selector: :data:`LABEL_DEFAULTS`), and one seed's
+    value from its tidy rows (``curve``: its JSON)."""
+
+    rows: str
+    value: Callable[[Any, Mapping[str, Any]], float | Share | None]
+    label: str
+    arm: str | None = None
+    default: str = "*"
+
+
+ANALYSES = {
+    "ablation": Analysis("ablation", _ablation, "{task} ablation {measure}{sites}"),
+    "all_but_one": Analysis("all_but_one", _all_but_one, "{task} all-but-one {measure}{sites}"),
+    "curve": Analysis("curve", _curve_value, "{task} curve {arm} {measure} {where}", "scorer"),
+    "curve_at": Analysis("curve_at", _curve_value, "{task} curve_at {arm} {measure} {where}", "step"),
+    "roles": Analysis("roles", _roles, "{task} roles {arm} {field} {measure}", "lam"),
+    "redundancy": Analysis("redundancy", _definition, "{task} redundancy {arm} {pooling}/{space} {measure}", "arm",
+                           "base-mha"),
+    "redundancy_at": Analysis("redundancy_at", _definition, "{task} redundancy at {arm} {pooling} {measure}", "step"),
+    "shift": Analysis("shift", _shift, "{task} shift {arm} {dataset} {measure}", "arm"),
+    "memory": Analysis("memory", _model_row, "{task} memory {arm} {measure}", "arm"),
+    "clock": Analysis("clock", _model_row, "{task} clock {arm} {model} {measure}", "arm"),
+}
+# what a label says for a key the selector leaves out (the value its measure then reads)
+LABEL_DEFAULTS = {"field": "confidence", "pooling": "mean", "space": "value", "dataset": "in domain", "model": "model"}
+
+
+def _label(how: Analysis, sel: Mapping[str, Any], arm: str) -> str:
+    kinds = _kinds(sel)
     where = f"ratio {sel['ratio']}" if "ratio" in sel else f"up to {sel['upto']}" if "upto" in sel else ""
-    if sel.get("from") == "curve_at":
-        step = resolve_step(tree, task, sel.get("step", "last"))
-        if step is None:
-            return Series(f"{task} curve_at", missing=[f"{task}: no analysis/curve_at/step*/ (step {sel.get('step')})"])
-        arm = next((a for a in tree.arm_names(task, "curve_at") if tree.knob(task, "curve_at", a) == step), "")
-        data, label = tree.analyses(task, "curve_at", arm), f"{task} curve_at step{step} {how} {where}".strip()
-        missing = f"{task}: no analysis/curve_at/step{step}/seed*.json"
+    sites = "" if kinds is None else f" ({'/'.join(sorted(kinds))} sites)"
+    return how.label.format(**{**LABEL_DEFAULTS, **{k: v for k, v in sel.items() if v is not None}, "arm": arm,
+                               "where": where, "sites": sites}).strip()
+
+
+def _arm(tree: RunTree, task: str, kind: str, how: Analysis, sel: Mapping[str, Any]
+         ) -> tuple[str, str | None, str | None]:
+    """``(arm, note, missing)``: the one arm of analysis ``kind`` the selector names, a note when it was
+    picked out of several, or why there is not exactly one."""
+    if how.arm is None:
+        return "none", None, None
+    names = tree.arm_names(task, kind)
+    if how.arm == "step":  # snapshots in training order, the trained model (no knob) last
+        step = sel.get("step", "last")
+        names = sorted(names, key=lambda a: (tree.knob(task, kind, a) is None, tree.knob(task, kind, a) or 0.0, a))
+        arms = names[:1] if step == "first" else names[-1:] if step == "last" else [
+            a for a in names if tree.knob(task, kind, a) == float(step)]
+        if not arms:
+            return "", None, f"{task}: no analysis/{kind}/step*/ (step {step})"
+        return arms[0], f"{step}: {arms[0]}" if step in ("first", "last") else None, None
+    pattern = str(sel.get(how.arm, how.default))
+    arms = [g[0] for g in _pick([(n,) for n in names if fnmatch.fnmatchcase(n, pattern)], [how.arm],
+                                sel.get("pick") or {}, lambda g: tree.knob(task, kind, g[0]))]
+    if len(arms) != 1:
+        return pattern, None, (f"{task}: no analysis/{kind}/{pattern}/seed*.json" if not arms else
+                               f"{task}: {kind} of {', '.join(sorted(arms))} match; name one or add pick")
+    return arms[0], None if arms[0] == pattern else f"picked {arms[0]}", None
+
+
+def _analysis(tree: RunTree, sel: Mapping[str, Any]) -> Series:
+    """A selector over one analysis arm: its value on each seed that wrote one."""
+    task, kind = sel["task"], sel["from"]
+    how = ANALYSES[kind]
+    arm, note, missing = _arm(tree, task, kind, how, sel)
+    label = _label(how, sel, arm or str(sel.get("step")))
+    if missing:
+        return Series(label, missing=[missing])
+    if kind.startswith("curve"):  # a curve's own JSON: its measures read fields the tidy rows leave out
+        data = {s: d for s, d in tree.analyses(task, kind, arm).items() if isinstance(d, dict)
+                and isinstance(d.get("points"), list)}
     else:
-        data, label = tree.analyses(task, "curve", sel["scorer"]), f"{task} curve {sel['scorer']} {how} {where}".strip()
-        missing = f"{task}: no analysis/curve/{sel['scorer']}/seed*.json"
-    curves = {seed: d for seed, d in data.items() if isinstance(d, dict) and isinstance(d.get("points"), list)}
-    return _per_seed(curves, label, missing, lambda d: _curve_value(d, sel))
+        data = by_seed(tree, how.rows, task, arm)
+    series = _per_seed(data, label, f"{task}: no analysis/{KINDS[how.rows][0]}/{'' if arm == 'none' else arm + '/'}"
+                                    "seed*.json", lambda d: how.value(d, sel))
+    series.notes += [note] if note else []
+    return series
 
 
 # -- speed ---------------------------------------------------------------------------------------------
@@ -439,157 +519,20 @@ def _speed(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     return series
 
 
-def _one_arm(tree: RunTree, task: str, kind: str, key: str, pattern: str,
-             pick: Mapping[str, str]) -> tuple[list[str], str | None]:
-    """The arms of analysis ``kind`` matching the glob ``pattern``, narrowed by ``pick`` ({key: min|max} by each
-    arm's knob); the second item says why there is not exactly one (none, or several without a pick)."""
-    arms = [name for name in tree.arm_names(task, kind) if fnmatch.fnmatchcase(name, pattern)]
-    arms = [g[0] for g in _pick([(n,) for n in arms], [key], pick, lambda g: tree.knob(task, kind, g[0]))]
-    if not arms:
-        return arms, f"{task}: no analysis/{kind}/{pattern}/"
-    if len(arms) > 1:
-        return arms, f"{task}: {kind} of {', '.join(sorted(arms))} match; name one or add pick"
-    return arms, None
-
-
-# -- roles ---------------------------------------------------------------------------------------------
-def _roles(tree: RunTree, sel: Mapping[str, Any]) -> Series:
-    task, how, fld = sel["task"], sel["measure"], str(sel.get("field", "confidence"))
-    lam = str(sel.get("lam", "*"))
-    lams, missing = _one_arm(tree, task, "roles", "lam", lam, sel.get("pick") or {})
-    if missing:
-        return Series(f"{task} roles {lam} {fld} {how}", missing=[missing])
-
-    kinds = _kinds(sel)
-
-    def fn(rows: list[dict]) -> float | None:
-        if kinds is not None:  # Voita et al. describe the encoder's self-attention heads
-            rows = [r for r in rows if r["kind"] in kinds]
-        kept = [float(r[fld]) for r in rows if r.get("kept") and isinstance(r.get(fld), (int, float))]
-        gone = [float(r[fld]) for r in rows if not r.get("kept") and isinstance(r.get(fld), (int, float))]
-        k = sum(kept) / len(kept) if kept else None
-        g = sum(gone) / len(gone) if gone else None
-        if how == "kept_mean":
-            return k
-        if how == "pruned_mean":
-            return g
-        return None if k is None or g is None else k - g
-
-    series = _per_seed(by_seed(tree, "roles", task, lams[0]), f"{task} roles {lams[0]} {fld} {how}",
-                       f"{task}: no analysis/roles/{lams[0]}/seed*.json", fn)
-    if lams[0] != lam:
-        series.notes.append(f"picked {lams[0]}")
-    return series
-
-
-# -- redundancy ----------------------------------------------------------------------------------------
-def _definition(sel: Mapping[str, Any], how: str) -> Callable[[list[dict]], float | None]:
-    """The ``how`` of the row of one similarity definition (``pooling``, default the report's ``mean``;
-    ``space``, default ``value``) in a ``heads redundancy`` result."""
-    pooling, space = str(sel.get("pooling", "mean")), str(sel.get("space", "value"))
-
-    def fn(rows: list[dict]) -> float | None:
-        found = [r for r in rows if r.get("pooling") == pooling and r.get("space") == space]
-        return number(found[0].get(how)) if found else None
-
-    return fn
-
-
-def _redundancy_at(tree: RunTree, sel: Mapping[str, Any]) -> Series:
-    """The baseline's redundancy at one point of its training: ``step`` N (its snapshot), ``first`` (the
-    earliest snapshot) or ``last`` (the trained model)."""
-    task, how, step = sel["task"], sel["measure"], sel.get("step", "last")
-    arms = tree.redundancy_steps(task)
-    label = f"{task} redundancy at step {step} {sel.get('pooling', 'mean')} {how}"
-    if not arms:
-        return Series(label, missing=[f"{task}: no analysis/redundancy_at/"])
-    if step == "first":
-        arm = arms[0][0]
-    elif step == "last":
-        arm = arms[-1][0]
-    else:
-        arm = next((a for a, k in arms if k is not None and k == float(step)), None)
-        if arm is None:
-            return Series(label, missing=[f"{task}: no analysis/redundancy_at/step{step}/"])
-    series = _per_seed(by_seed(tree, "redundancy_at", task, arm), f"{label} ({arm})",
-                       f"{task}: no analysis/redundancy_at/{arm}/seed*.json", _definition(sel, how))
-    if str(step) in ("first", "last"):
-        series.notes.append(f"{step}: {arm}")
-    return series
-
-
-def _redundancy(tree: RunTree, sel: Mapping[str, Any]) -> Series:
-    """A model's share of redundant heads (or its most alike pair) under one similarity definition
-    (``pooling``: token | mean, the report's; ``space``: value | residual), from ``heads redundancy``. ``arm`` may
-    be a glob narrowed by ``pick`` ({arm: min|max} by the arm's knob: a grouped-query model's key/value heads)."""
-    task, how, arm = sel["task"], sel["measure"], str(sel.get("arm", "base-mha"))
-    pooling, space = str(sel.get("pooling", "mean")), str(sel.get("space", "value"))
-    arms, missing = _one_arm(tree, task, "redundancy", "arm", arm, sel.get("pick") or {})
-    if missing:
-        return Series(f"{task} redundancy {arm} {pooling}/{space} {how}", missing=[missing])
-    series = _per_seed(by_seed(tree, "redundancy", task, arms[0]),
-                       f"{task} redundancy {arms[0]} {pooling}/{space} {how}",
-                       f"{task}: no analysis/redundancy/{arms[0]}/seed*.json", _definition(sel, how))
-    if arms[0] != arm:
-        series.notes.append(f"picked {arms[0]}")
-    return series
-
-
-# -- distribution shift --------------------------------------------------------------------------------
-def _shift(tree: RunTree, sel: Mapping[str, Any]) -> Series:
-    """A pruned model against its reference (``heads shift``): ``change`` (its relative loss of quality; in
-    domain unless ``dataset`` names a shifted corpus), ``gap`` (a shifted corpus's change minus the in-domain
-    one: positive when pruning costs more under the shift) or ``worst`` (the largest change over the corpora it
-    was scored on: the domain pruning hurt most)."""
-    task, how, arm, dataset = sel["task"], sel["measure"], str(sel["arm"]), sel.get("dataset")
-    label = f"{task} shift {arm} {dataset or 'in domain'} {how}"
-    if how == "gap" and dataset is None:
-        return Series(label, missing=[f"{task}: a gap needs the shifted dataset it is measured on"])
-
-    def fn(rows: list[dict]) -> float | None:
-        if how == "worst":  # the change on the corpus (domain) that pruning cost most
-            changes = [number(r.get("change")) for r in rows if r["domain"] == "shifted"]
-            return max(changes) if changes and None not in changes else None
-        row = next((r for r in rows if (r["domain"] == "in" if dataset is None else r["genre"] == str(dataset))),
-                   None)
-        return number(row.get(how)) if row else None
-
-    return _per_seed(by_seed(tree, "shift", task, arm), label, f"{task}: no analysis/shift/{arm}/seed*.json", fn)
-
-
-# -- memory ---------------------------------------------------------------------------------------------
-def _memory(tree: RunTree, sel: Mapping[str, Any]) -> Series:
-    """A pruned model's training-step memory against its unpruned reference (``heads memory``): the largest batch
-    within the reference's step peak at the cap batch (``batch_ratio``: the pruned model's over the
-    reference's; ``largest_batch``: the pruned model's), ``peak_ratio`` at the cap batch, ``optimizer_ratio``."""
-    task, how, arm = sel["task"], sel["measure"], str(sel["arm"])
-    return _per_seed(by_seed(tree, "memory", task, arm), f"{task} memory {arm} {how}",
-                     f"{task}: no analysis/memory/{arm}/seed*.json", _model_row(how))
-
-
-def _model_row(how: str, role: str = "model") -> Callable[[list[dict]], float | None]:
-    """``how`` of one model of a job that measured several side by side (``memory``, ``clock``)."""
-    return lambda rows: next((number(r.get(how)) for r in rows if r["role"] == role), None)
-
-
 # -- the interleaved training-step clock --------------------------------------------------------------------
 def _first_prune_step(run: Run) -> int | None:
     steps = [int(e["step"]) for e in run.events if e.get("event") == "prune" and isinstance(e.get("step"), int)]
     return min(steps) if steps else None
 
 
-def _clock(tree: RunTree, sel: Mapping[str, Any]) -> Series:
-    """Training-step times measured interleaved in one job (``heads clock``): a model's (``model``: the pruned
-    arm, default; ``dropout``: the baseline under warm-up attention dropout) ``step_ratio`` / ``throughput_ratio``
-    against the baseline on the wall or CPU clock; or ``time_to_target_ratio``: the pruned run's steps to the
-    target (the baseline's final loss + ``target.tol``), those before its first prune at the baseline's step time
-    and the rest at the pruned model's, over the baseline's steps to the target (training steps alone: evaluation
-    passes are left out). Step counts come from the runs and are exact; only the step times are clock."""
-    task, how, arm, model = sel["task"], sel["measure"], str(sel["arm"]), str(sel.get("model", "model"))
-    label = f"{task} clock {arm} {model} {how}"
-    if how not in ("time_to_target_ratio", "cpu_time_to_target_ratio"):
-        return _per_seed(by_seed(tree, "clock", task, arm), label, f"{task}: no analysis/clock/{arm}/seed*.json",
-                         _model_row(how, model))
+def _time_to_target(tree: RunTree, sel: Mapping[str, Any]) -> Series:
+    """Training-step times measured interleaved in one job (``heads clock``) against the separately trained runs'
+    step counts: the pruned run's steps to the target (the baseline's final loss + ``target.tol``), those before
+    its first prune at the baseline's step time and the rest at the pruned model's, over the baseline's steps to
+    the target (training steps alone: evaluation passes are left out). Step counts come from the runs and are
+    exact; only the step times are clock."""
+    task, how, arm = sel["task"], sel["measure"], str(sel["arm"])
+    label = f"{task} clock {arm} {sel.get('model', 'model')} {how}"
     data = {seed: d for seed, d in tree.analyses(task, "clock", arm).items() if isinstance(d, dict)}
     series = Series(label)
     if not data:
