@@ -926,6 +926,19 @@ def test_distribution_shift_reads_each_corpus_gap_of_the_pruned_model(tree_root)
         _claim(kind="value", a={"from": "shift", "arm": "oneshot", "measure": "gap"})
 
 
+def test_a_non_finite_analysis_value_leaves_its_seed_unmeasured_instead_of_crashing_the_ledger(tree_root, tmp_path):
+    """JSON written by Python may carry NaN: that seed has nothing to measure, the claim is inconclusive."""
+    runs = tmp_path / "runs"
+    shutil.copytree(tree_root, runs)
+    path = runs / "lm" / "analysis" / "memory" / "oneshot" / "seed2.json"
+    data = json.loads(path.read_text())
+    data["models"]["model"]["batch_ratio"] = float("nan")
+    path.write_text(json.dumps(data))
+    result = evaluate({c.id: c for c in load_all(REPLICATIONS)}["D8-lm-batch"], RunTree(runs))
+    assert result.verdict == "inconclusive" and "seed 2 has nothing to measure" in result.note
+    assert sorted(result.per_seed) == [0, 1]
+
+
 def test_clock_claims_weigh_exact_steps_by_interleaved_step_times(tree_root, tmp_path):
     """D1 and D4 on the interleaved clock: step counts from the runs, step times from one job (heads clock)."""
     runs = tmp_path / "runs"

@@ -75,7 +75,9 @@ def read_jsonl_tolerant(path: Path) -> list[dict]:
     return out
 
 
-def _num(value: Any) -> float | None:
+def number(value: Any) -> float | None:
+    """A finite number as float, else None (JSON written by Python may carry NaN or Infinity: a value, never a
+    crash of the ledger)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(float(value)) else None
@@ -146,7 +148,7 @@ def late_improvement(metrics: list[dict]) -> float | None:
     A convergence check that needs no extra run: if loss falls like ``a + b t^-c`` the fall from T to 2T is
     ``2^-c`` times the fall from T/2 to T, so a run within x of this is within x of its 2x-longer loss."""
     evals = [(int(r["step"]), float(r["val_loss"])) for r in metrics
-             if isinstance(r.get("step"), int) and _num(r.get("val_loss")) is not None]
+             if isinstance(r.get("step"), int) and number(r.get("val_loss")) is not None]
     if len(evals) < 2 or evals[-1][0] <= 0:
         return None
     last_step, final = evals[-1]
@@ -161,8 +163,8 @@ def _cpu_rate(metrics: list[dict], upto: int) -> float | None:
     jobs beside the run move less than its wall-clock; None for runs that logged no CPU time."""
     records = [r for r in metrics if isinstance(r.get("step"), int) and 0 < r["step"] <= upto]
     last = records[-1] if records else None
-    cpu = _num(last.get("train_cpu_seconds")) if last else None
-    tokens = _num(last.get("tokens")) if last else None
+    cpu = number(last.get("train_cpu_seconds")) if last else None
+    tokens = number(last.get("tokens")) if last else None
     return tokens / cpu if cpu and tokens else None
 
 
@@ -175,12 +177,12 @@ def _memory_at_prune(run: Run) -> dict[str, float | None]:
     if not prunes:
         return out
     first = min(prunes, key=lambda e: e["step"])
-    sizes = [_num(first.get(k)) for k in ("optimizer_mb_before", "optimizer_mb_after", "param_mb_after")]
+    sizes = [number(first.get(k)) for k in ("optimizer_mb_before", "optimizer_mb_after", "param_mb_after")]
     if all(sizes) and sizes[0] > 0:  # the prune event says it (runs since it does)
         return {"optimizer_mb_ratio": sizes[1] / sizes[0], "moments_per_param": sizes[1] / sizes[2]}
     at = first["step"]
-    sized = [r for r in run.metrics if isinstance(r.get("step"), int) and (_num(r.get("optimizer_mb")) or 0) > 0
-             and (_num(r.get("param_mb")) or 0) > 0]
+    sized = [r for r in run.metrics if isinstance(r.get("step"), int) and (number(r.get("optimizer_mb")) or 0) > 0
+             and (number(r.get("param_mb")) or 0) > 0]
     before = [r for r in sized if r["step"] < at]
     after = [r for r in sized if r["step"] > at]
     if before and after:
@@ -211,10 +213,6 @@ def _identity(data: Any) -> dict | None:
     return ident
 
 
-def number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
 def _record(run: Run, metric: str | None, root: Path) -> dict:
     s, metrics = run.summary, run.metrics
     record: dict[str, Any] = {
@@ -223,41 +221,41 @@ def _record(run: Run, metric: str | None, root: Path) -> dict:
         "path": run.path.relative_to(root).as_posix(),
         "metric": s.get("metric", metric),
     }
-    record["value"] = _num(s.get("value")) if "value" in s else _num(run.eval.get(record["metric"] or ""))
+    record["value"] = number(s.get("value")) if "value" in s else number(run.eval.get(record["metric"] or ""))
     for key in ("final_val_loss", "tokens", "train_seconds", "train_cpu_seconds", "flops", "flops_per_token",
                 "heads", "params"):
-        record[key] = _num(s.get(key))
-    record["steps"] = _num(s.get("steps", s.get("step")))
+        record[key] = number(s.get(key))
+    record["steps"] = number(s.get("steps", s.get("step")))
     record["late_improvement"] = late_improvement(metrics) if run.status == "ok" else None
     if record["final_val_loss"] is None and run.status != "ok":
-        vals = [r["val_loss"] for r in metrics if _num(r.get("val_loss")) is not None]
+        vals = [r["val_loss"] for r in metrics if number(r.get("val_loss")) is not None]
         record["final_val_loss"] = vals[-1] if vals else None
     for key in ("train_seconds", "train_cpu_seconds"):
         if record[key] is None and metrics:
-            record[key] = _num(metrics[-1].get(key))
-    record["heads_full"] = _num(metrics[0].get("heads")) if metrics else None  # refined by RunTree (baseline)
-    rates = [(r.get("step", 0), _num(r.get("tokens_per_s"))) for r in metrics]
+            record[key] = number(metrics[-1].get(key))
+    record["heads_full"] = number(metrics[0].get("heads")) if metrics else None  # refined by RunTree (baseline)
+    rates = [(r.get("step", 0), number(r.get("tokens_per_s"))) for r in metrics]
     record["tokens_per_s"] = _mean([v for _, v in rates if v is not None])
     early = _early_window(run)
     record["tokens_per_s_early"] = _mean([v for step, v in rates if v is not None and step <= early])
     record["cpu_tokens_per_s_early"] = _cpu_rate(metrics, early)
-    mems = [_num(r.get("peak_mem_mb")) for r in metrics]
+    mems = [number(r.get("peak_mem_mb")) for r in metrics]
     record["peak_mem_mb"] = max([m for m in mems if m is not None], default=None)
     record.update(_memory_at_prune(run))
     redundancy = _events(run, "redundancy")
     dropout = _events(run, "dropout")
-    record["redundancy_ratio"] = _num(redundancy[0].get("redundancy_ratio")) if redundancy else None
-    record["redundancy_threshold"] = _num(redundancy[0].get("threshold")) if redundancy else None
+    record["redundancy_ratio"] = number(redundancy[0].get("redundancy_ratio")) if redundancy else None
+    record["redundancy_threshold"] = number(redundancy[0].get("threshold")) if redundancy else None
     first_dropout = redundancy[0].get("attention_dropout") if redundancy else (
         dropout[0].get("attention") if dropout else None)
-    record["attention_dropout"] = _num(first_dropout)
+    record["attention_dropout"] = number(first_dropout)
     record["prune_events"] = len(_events(run, "prune"))
     # the most alike pair of heads any redundancy probe saw: how near a threshold that pruned nothing came
-    probed = [_num(e.get("max_similarity")) for e in redundancy + _events(run, "wave")]
+    probed = [number(e.get("max_similarity")) for e in redundancy + _events(run, "wave")]
     record["max_similarity"] = max([x for x in probed if x is not None], default=None)
     for key, value in sorted(run.eval.items()):
-        if _num(value) is not None:
-            record[f"eval.{key}"] = _num(value)
+        if number(value) is not None:
+            record[f"eval.{key}"] = number(value)
     return record
 
 
@@ -431,7 +429,7 @@ class RunTree:
             data = trivial.get(run.seed)
             found = (data.get("baselines") if isinstance(data, dict) else None) or {}
             metric = run.record.get("metric") or ""
-            scores = [x for b in found.values() if isinstance(b, dict) and (x := _num(b.get(metric))) is not None]
+            scores = [x for b in found.values() if isinstance(b, dict) and (x := number(b.get(metric))) is not None]
             value = run.record.get("value")
             run.record["over_trivial"] = value - max(scores) if scores and value is not None else None
 
@@ -501,7 +499,7 @@ def reach_fields(run: Run, target: float | None) -> dict:
     reached = None if target is None or not run.metrics else seconds is not None
     total_s = run.record.get("train_seconds")
     total_steps = run.record.get("steps")
-    cpu = _num(hit.get("train_cpu_seconds")) if reached else None
+    cpu = number(hit.get("train_cpu_seconds")) if reached else None
     total_cpu = run.record.get("train_cpu_seconds")
     return {
         "target": target,

@@ -271,7 +271,7 @@ def _per_seed(tree_data: Mapping[int, Any], label: str, missing_text: str,
         series.missing.append(missing_text)
     for seed, data in sorted(tree_data.items()):
         value = fn(data)
-        if value is None:
+        if value is None or not isinstance(value, Share) and not math.isfinite(value):
             series.missing.append(f"{label}: seed {seed} has nothing to measure")
         elif isinstance(value, Share):
             series.values[seed] = value.k / value.n
