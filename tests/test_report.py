@@ -1087,3 +1087,13 @@ def test_a_replication_reads_only_the_runs_on_its_own_sheet(tmp_path):
     with pytest.raises(SystemExit, match="names no run"):
         _cli(["report", "--runs", str(runs), "--replication", "overprovisioning", "--out", str(out),
               "--replications", str(REPLICATIONS), "--labels", ","])
+
+
+def test_speed_timings_with_a_nan_are_read_without_it():
+    """A speed row whose examples count is NaN falls back to its examples/s; a NaN time is skipped."""
+    from heads.report.measures import speed_samples
+
+    rows = [{"ratio": 0.5, "batch": 1, "times": [0.5, float("nan"), 0.25], "examples": 10},
+            {"ratio": 0.5, "batch": 2, "times": [0.5], "examples": float("nan"), "examples_per_s": 7.0}]
+    assert speed_samples(rows, 0.5, 1) == [20.0, 40.0]
+    assert speed_samples(rows, 0.5, 2) == [7.0]

@@ -35,6 +35,15 @@ def test_aggregates_skip_failed_runs_but_count_them():
     assert mean == 2.0 and low < 1.0 < 3.0 < high
 
 
+def test_a_nan_or_infinity_in_a_row_is_left_out_of_means_and_intervals_not_a_crash():
+    """JSON written by Python may carry NaN: the aggregates read the finite numbers alone."""
+    group = [{"seed": 0, "v": 1.0}, {"seed": 1, "v": float("nan")}, {"seed": 2, "v": 3.0},
+             {"seed": 3, "v": float("inf")}]
+    assert _values("m = mean v", group) == [2.0] and _values("c = count v", group) == [2]
+    mean, low, high = _values("a b c = ci v", group)
+    assert mean == 2.0 and low < 1.0 < 3.0 < high
+
+
 def test_conditional_columns_and_the_mode_and_only_value():
     group = [{"seed": s, "pooling": p, "x": x, "head": h, "cap": 32}
              for s, p, x, h in [(0, "token", 0.1, 3), (0, "mean", 0.5, 1), (1, "mean", 0.7, 1), (1, "token", 0.3, 3)]]

@@ -456,15 +456,14 @@ def speed_samples(rows: Sequence[Mapping], ratio: float, batch: Any = None) -> l
     ``times`` (one entry per repeat, ``examples`` per pass) when present, else the row's ``examples_per_s``."""
     out: list[float] = []
     for row in rows:
-        r = row.get("ratio")
-        if not isinstance(r, (int, float)) or abs(float(r) - ratio) > 1e-9 or (batch is not None
-                                                                                 and row.get("batch") != batch):
+        r = number(row.get("ratio"))
+        if r is None or abs(r - ratio) > 1e-9 or (batch is not None and row.get("batch") != batch):
             continue
-        times, examples = row.get("times"), row.get("examples")
-        if isinstance(times, list) and times and isinstance(examples, (int, float)):
-            out += [examples / t for t in times if isinstance(t, (int, float)) and t > 0]
-        elif isinstance(row.get("examples_per_s"), (int, float)):
-            out.append(float(row["examples_per_s"]))
+        times, examples = row.get("times"), number(row.get("examples"))
+        if isinstance(times, list) and times and examples is not None:
+            out += [examples / t for t in map(number, times) if t is not None and t > 0]
+        elif number(row.get("examples_per_s")) is not None:
+            out.append(number(row["examples_per_s"]))
     return out
 
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from heads.metrics import RANGE
-from heads.report.collect import BASELINE, RunTree
+from heads.report.collect import BASELINE, RunTree, number
 from heads.report.fmt import Table
 from heads.report.rows import KINDS, rows
 from heads.report.sites import site_order
@@ -54,14 +54,14 @@ class TableSpecError(ValueError):
 
 
 def mean(values: Sequence[Any]) -> float | None:
-    vals = [v for v in values if v is not None]
+    vals = [v for v in values if number(v) is not None]
     return sum(vals) / len(vals) if vals else None
 
 
 def ci(values: Sequence[Any], metric: str | None = None) -> list[float | None]:
     """``[mean, ci_low, ci_high]`` over the non-missing values; with a bounded ``metric`` (heads.metrics.RANGE)
     the interval is clipped to the values the metric can take."""
-    est = estimate([v for v in values if v is not None])
+    est = estimate([v for v in values if number(v) is not None])  # a NaN in one row is not a crash of the table
     low, high = est.ci_low, est.ci_high
     if metric in RANGE and low is not None and high is not None:
         floor, ceiling = RANGE[metric]
@@ -70,8 +70,7 @@ def ci(values: Sequence[Any], metric: str | None = None) -> list[float | None]:
 
 
 def _numbers(group: list[dict], name: str) -> list[float]:
-    return [r[name] for r in group if not r.get("failed") and isinstance(r.get(name), (int, float))
-            and not isinstance(r.get(name), bool)]
+    return [r[name] for r in group if not r.get("failed") and number(r.get(name)) is not None]
 
 
 def _baseline(group: list[dict], everything: list[dict]) -> list[dict]:
