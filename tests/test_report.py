@@ -1097,3 +1097,12 @@ def test_speed_timings_with_a_nan_are_read_without_it():
             {"ratio": 0.5, "batch": 2, "times": [0.5], "examples": float("nan"), "examples_per_s": 7.0}]
     assert speed_samples(rows, 0.5, 1) == [20.0, 40.0]
     assert speed_samples(rows, 0.5, 2) == [7.0]
+
+
+def test_error_bars_are_never_negative_even_for_a_mean_outside_its_clipped_interval():
+    """A share below 0 (bad data) has a mean under its interval clipped to [0, 1]: matplotlib refuses a negative
+    error bar, so the figure would fail; the bar is empty instead, and a missing bound gives none."""
+    from heads.report.figures import _yerr
+
+    below, above = _yerr([-0.2, 0.5, None], [0.0, 0.25, 0.1], [0.1, None, 0.2])
+    assert below == [0.0, 0.25, 0.0] and above == [pytest.approx(0.3), 0.0, 0.0]

@@ -66,9 +66,15 @@ def _by(rows: list[dict], key: str) -> dict:
     return dict(sorted(out.items(), key=lambda kv: str(kv[0])))
 
 
+def _yerr(means: list, lows: list, highs: list) -> list[list[float]]:
+    """Error-bar lengths below and above each mean (none where a bound is missing, and never negative: a mean
+    of values outside a metric's range lies outside its clipped interval, which matplotlib refuses)."""
+    return [[max(0.0, m - lo) if m is not None and lo is not None else 0.0 for m, lo in zip(means, lows, strict=True)],
+            [max(0.0, hi - m) if m is not None and hi is not None else 0.0 for m, hi in zip(means, highs, strict=True)]]
+
+
 def _err(rows: list[dict], lo: str = "ci_low", hi: str = "ci_high", m: str = "mean") -> list[list[float]]:
-    return [[r[m] - r[lo] if r[lo] is not None else 0 for r in rows],
-            [r[hi] - r[m] if r[hi] is not None else 0 for r in rows]]
+    return _yerr([r[m] for r in rows], [r[lo] for r in rows], [r[hi] for r in rows])
 
 
 # -- michel2019 ----------------------------------------------------------------------------------------
@@ -185,8 +191,7 @@ def roles_figure(tables: Tables, path: Path) -> Path:
                 continue
             xs = [k * 0.35, 1 + k * 0.35]
             means = [r["confidence"], r["positional"] or 0.0]
-            errs = [[means[0] - (r["ci_low"] or means[0]), means[1] - (r["positional_ci_low"] or means[1])],
-                    [(r["ci_high"] or means[0]) - means[0], (r["positional_ci_high"] or means[1]) - means[1]]]
+            errs = _yerr(means, [r["ci_low"], r["positional_ci_low"]], [r["ci_high"], r["positional_ci_high"]])
             ax.bar(xs, means, width=0.35, yerr=errs, capsize=3, label="kept" if kept else "pruned")
         ax.set_xticks([0.175, 1.175], ["confidence", "positional"])
         ax.set(title=f"{key[0]} {key[1]}", ylim=(0, 1))
@@ -349,8 +354,8 @@ def redundancy_genre_figure(tables: Tables, path: Path) -> Path:
             at = {r["genre"]: r for r in trows if r["pooling"] == pooling}
             found = [at.get(v) for v in views]
             share = [r["redundancy_ratio"] if r and r["redundancy_ratio"] is not None else 0.0 for r in found]
-            err = [[r["redundancy_ratio"] - r["ci_low"] if r and r["ci_low"] is not None else 0.0 for r in found],
-                   [r["ci_high"] - r["redundancy_ratio"] if r and r["ci_high"] is not None else 0.0 for r in found]]
+            err = _yerr([r and r["redundancy_ratio"] for r in found], [r and r["ci_low"] for r in found],
+                        [r and r["ci_high"] for r in found])
             ax.bar([i + (k - 0.5) * 0.4 for i in x], share, width=0.4, yerr=err, capsize=3, color=PALETTE[k],
                    label=f"share redundant, {label}")
             sim = [r["max_similarity"] if r and r["max_similarity"] is not None else float("nan") for r in found]
