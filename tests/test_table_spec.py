@@ -188,3 +188,13 @@ def test_an_all_but_one_row_without_a_loss_has_no_delta_instead_of_failing_the_r
                                                "model.layers.1.self_attn": {"baseline_loss": 2.0, "loss": 3.0}}},
                               "none", None))
     assert [(r["delta"], r["relative_delta"]) for r in found] == [(None, None), (1.0, 0.5)]
+
+
+def test_an_all_but_one_row_with_a_nan_best_head_keeps_its_delta():
+    """int(NaN) raised and failed the whole render; the best head is then unknown, the loss change still read."""
+    from heads.report.rows import _all_but_one
+
+    data = {"all_but_one": {"model.encoder.layers.0.self_attn": {"best_head": float("nan"), "loss": 2.5,
+                                                                  "baseline_loss": 2.0}}}
+    (row,) = _all_but_one(data, "none", None)
+    assert row["best_head"] is None and row["delta"] == 0.5 and row["relative_delta"] == 0.25

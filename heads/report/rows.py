@@ -38,7 +38,8 @@ def _all_but_one(data: Any, arm: str, knob: float | None) -> Iterator[dict]:
         loss = number(r.get("loss"))  # a delta the analysis did not write: its loss against the full model's
         delta = number(r["delta_loss"]) if "delta_loss" in r else loss - base if loss is not None else None
         accuracy = [r.get(k) for k in ("accuracy", "baseline_accuracy")]
-        yield {**_site(site), "best_head": int(r["best_head"]) if "best_head" in r else None, "delta": delta,
+        best = number(r.get("best_head"))
+        yield {**_site(site), "best_head": int(best) if best is not None else None, "delta": delta,
                "relative_delta": delta / base if delta is not None and base else None,
                "delta_accuracy": accuracy[0] - accuracy[1] if None not in map(number, accuracy) else None}
 
