@@ -1106,3 +1106,19 @@ def test_error_bars_are_never_negative_even_for_a_mean_outside_its_clipped_inter
 
     below, above = _yerr([-0.2, 0.5, None], [0.0, 0.25, 0.1], [0.1, None, 0.2])
     assert below == [0.0, 0.25, 0.0] and above == [pytest.approx(0.3), 0.0, 0.0]
+
+
+def test_a_summary_whose_metric_is_not_a_name_is_read_with_its_tasks_metric(tree_root, tmp_path):
+    """A corrupt summary (its metric a mapping) failed every table reading the metric's range; the task's
+    metric stands in, and the replication renders."""
+    from heads.report.render import render_replication
+
+    runs = tmp_path / "runs"
+    shutil.copytree(tree_root, runs)
+    path = runs / "lm" / "baseline" / "none" / "0.0" / "seed0" / "summary.json"
+    data = json.loads(path.read_text())
+    data["metric"] = {}
+    path.write_text(json.dumps(data))
+    tree = RunTree(runs)
+    assert {r.record["metric"] for r in tree.runs if r.task == "lm"} == {"perplexity"}
+    assert render_replication("overprovisioning", tree, tmp_path / "out", REPLICATIONS)

@@ -219,7 +219,7 @@ def _record(run: Run, metric: str | None, root: Path) -> dict:
         "task": run.task, "variant": run.variant, "strategy": run.strategy, "ratio": run.ratio, "seed": run.seed,
         "status": run.status, "failed": run.failed, "message": run.message,
         "path": run.path.relative_to(root).as_posix(),
-        "metric": s.get("metric", metric),
+        "metric": s["metric"] if isinstance(s.get("metric"), str) else metric,  # a corrupt one: the task's
     }
     record["value"] = number(s.get("value")) if "value" in s else number(run.eval.get(record["metric"] or ""))
     for key in ("final_val_loss", "tokens", "train_seconds", "train_cpu_seconds", "flops", "flops_per_token",
@@ -381,7 +381,7 @@ class RunTree:
     def metric(task: str, runs: list[Run]) -> str | None:
         """The task's metric: from any summary of the task, else the default per task name."""
         for run in runs:
-            if run.task == task and run.summary.get("metric"):
+            if run.task == task and run.summary.get("metric") and isinstance(run.summary["metric"], str):
                 return run.summary["metric"]
         return TASK_METRIC.get(task)
 
