@@ -1122,3 +1122,15 @@ def test_a_summary_whose_metric_is_not_a_name_is_read_with_its_tasks_metric(tree
     tree = RunTree(runs)
     assert {r.record["metric"] for r in tree.runs if r.task == "lm"} == {"perplexity"}
     assert render_replication("overprovisioning", tree, tmp_path / "out", REPLICATIONS)
+
+
+def test_a_summary_with_a_nan_step_count_is_read_without_it(tree_root, tmp_path):
+    """The warm-up window fell back to 10 % of a NaN step count and int(NaN) failed the whole run tree."""
+    runs = tmp_path / "runs"
+    shutil.copytree(tree_root, runs)
+    summaries = sorted(runs.glob("lm/baseline/none/0.0/seed1/summary.json"))
+    data = json.loads(summaries[0].read_text())
+    data["steps"] = float("nan")
+    summaries[0].write_text(json.dumps(data))
+    run = next(r for r in RunTree(runs).runs if r.task == "lm" and r.variant == "baseline" and r.seed == 1)
+    assert run.record["steps"] is None and run.record["final_val_loss"] is not None

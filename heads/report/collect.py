@@ -138,7 +138,7 @@ def _early_window(run: Run) -> int:
     steps = [int(e["step"]) for e in run.events if isinstance(e.get("step"), int) and e["step"] > 0]
     if steps:
         return min(steps)
-    total = run.summary.get("steps") or (run.metrics[-1].get("step") if run.metrics else 0) or 0
+    total = number(run.summary.get("steps")) or (number(run.metrics[-1].get("step")) if run.metrics else 0) or 0
     return max(1, round(0.1 * total))
 
 
