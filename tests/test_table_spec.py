@@ -198,3 +198,10 @@ def test_an_all_but_one_row_with_a_nan_best_head_keeps_its_delta():
                                                                   "baseline_loss": 2.0}}}
     (row,) = _all_but_one(data, "none", None)
     assert row["best_head"] is None and row["delta"] == 0.5 and row["relative_delta"] == 0.25
+
+
+def test_a_mapping_where_a_value_belongs_is_left_out_of_only_and_mode():
+    """A corrupt field (a {} where a batch size belongs) made the set of values unhashable and failed the render."""
+    group = [{"seed": 0, "cap": 32}, {"seed": 1, "cap": {}}, {"seed": 2, "cap": 32}]
+    assert _values("c = only cap", group) == [32] and _values("c = mode cap", group) == [32]
+    assert _values("m = mode x", [{"seed": 0, "x": 3}, {"seed": 1, "x": "a"}]) == [3]  # a tie across types

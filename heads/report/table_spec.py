@@ -63,7 +63,7 @@ def ci(values: Sequence[Any], metric: str | None = None) -> list[float | None]:
     the interval is clipped to the values the metric can take."""
     est = estimate([v for v in values if number(v) is not None])  # a NaN in one row is not a crash of the table
     low, high = est.ci_low, est.ci_high
-    if metric in RANGE and low is not None and high is not None:
+    if isinstance(metric, str) and metric in RANGE and low is not None and high is not None:
         floor, ceiling = RANGE[metric]
         low, high = max(low, floor), min(high, ceiling)
     return [est.mean, low, high]
@@ -99,6 +99,11 @@ def _over_baseline(group: list[dict], name: str, everything: list[dict]) -> floa
     return mine / base if mine and base else None
 
 
+def _scalars(group: list[dict], name: str) -> list[Any]:
+    """The group's values of ``name`` that a set can hold (a corrupt mapping or list in one row is left out)."""
+    return [r[name] for r in group if isinstance(r.get(name), (str, int, float))]
+
+
 def _tally(group: list[dict], name: str) -> str:
     found = [r[name] for r in group if not r.get("failed") and r.get(name) is not None]
     return f"{sum(bool(v) for v in found)}/{len(found)}"
@@ -112,9 +117,9 @@ AGGREGATES: dict[str, Callable[..., Any]] = {
     "mean": lambda g, name, *_: mean(_numbers(g, name)),
     "median": lambda g, name, *_: statistics.median(v) if (v := _numbers(g, name)) else None,
     "first": lambda g, name, *_: g[0].get(name),
-    "only": lambda g, name, *_: v.pop() if len(v := {r.get(name) for r in g} - {None}) == 1 else None,
-    "mode": lambda g, name, *_: min(c, key=lambda h: (-c[h], h)) if (c := Counter(
-        r[name] for r in g if r.get(name) is not None)) else None,
+    "only": lambda g, name, *_: v.pop() if len(v := set(_scalars(g, name))) == 1 else None,
+    "mode": lambda g, name, *_: min(c, key=lambda h: (-c[h], isinstance(h, str), h)) if (c := Counter(
+        _scalars(g, name))) else None,
     "tally": lambda g, name, *_: _tally(g, name),
     "share": lambda g, name, *_: sum(bool(r.get(name)) for r in g) / len(g) if g else None,
     "majority": lambda g, name, *_: "*" if 2 * sum(bool(r.get(name)) for r in g) > len(g) else "",
