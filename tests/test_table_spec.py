@@ -205,3 +205,12 @@ def test_a_mapping_where_a_value_belongs_is_left_out_of_only_and_mode():
     group = [{"seed": 0, "cap": 32}, {"seed": 1, "cap": {}}, {"seed": 2, "cap": 32}]
     assert _values("c = only cap", group) == [32] and _values("c = mode cap", group) == [32]
     assert _values("m = mode x", [{"seed": 0, "x": 3}, {"seed": 1, "x": "a"}]) == [3]  # a tie across types
+
+
+@pytest.mark.parametrize("kind", ["ablation", "shift", "redundancy", "roles", "speed", "memory"])
+def test_an_analysis_whose_list_of_rows_is_a_number_gives_no_rows_instead_of_failing(kind):
+    """A NaN where an analysis keeps its rows (``rows``, ``heads``, ``shifted``, ``models``) is nothing to read."""
+    from heads.report.rows import KINDS
+
+    bad = {key: float("nan") for key in ("rows", "heads", "shifted", "in_domain", "models", "all_but_one")}
+    assert list(KINDS[kind][1](bad, "none", None)) == []

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from heads.report.collect import BASELINE, RunTree, number
+from heads.report.collect import BASELINE, RunTree, as_dict, number
 from heads.report.fmt import Table
 from heads.report.measures import precondition_values
 from heads.report.spec import Precondition
@@ -45,7 +45,7 @@ def baselines_table(tree: RunTree, yardsticks: Iterable[Precondition] = ()) -> T
             rows += [_yardstick_row(tree, p) for p in yardsticks if p.a.get("task") == task]
         trivial: dict[str, list[float]] = {}
         for data in tree.analyses(task, "trivial").values():
-            for name, result in sorted(((data if isinstance(data, dict) else {}).get("baselines") or {}).items()):
+            for name, result in sorted(as_dict(as_dict(data).get("baselines")).items()):
                 value = number(result.get(metric)) if isinstance(result, dict) else None
                 if value is not None and math.isfinite(value):
                     trivial.setdefault(name, []).append(value)

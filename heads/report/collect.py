@@ -83,6 +83,16 @@ def number(value: Any) -> float | None:
     return float(value) if math.isfinite(float(value)) else None
 
 
+def as_list(value: Any) -> list:
+    """``value`` if it is a list, else empty (a corrupt field where a list belongs reads as nothing)."""
+    return value if isinstance(value, list) else []
+
+
+def as_dict(value: Any) -> dict:
+    """``value`` if it is a mapping, else empty (a corrupt field where a mapping belongs reads as nothing)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -427,7 +437,7 @@ class RunTree:
         trivial = self.analyses(task, "trivial")
         for run in runs:
             data = trivial.get(run.seed)
-            found = (data.get("baselines") if isinstance(data, dict) else None) or {}
+            found = as_dict(as_dict(data).get("baselines"))
             metric = run.record.get("metric") or ""
             scores = [x for b in found.values() if isinstance(b, dict) and (x := number(b.get(metric))) is not None]
             value = run.record.get("value")

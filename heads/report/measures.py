@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from heads.report.collect import Run, RunTree, number, reach_fields
+from heads.report.collect import Run, RunTree, as_dict, number, reach_fields
 from heads.report.curves import curve_area, curve_series, interpolate, removable
 from heads.report.rows import KINDS, by_seed
 
@@ -547,7 +547,7 @@ def _time_to_target(tree: RunTree, sel: Mapping[str, Any]) -> Series:
         ident = d.get("run") if isinstance(d.get("run"), dict) else {}
         pruned = tree.run(str(ident.get("from_run")))
         base = next(iter(tree.select(task, variant="baseline", strategy="none", ratio=0.0, seed=seed)), None)
-        step_ratio = number(((d.get("models") or {}).get("model") or {}).get(ratio_key))
+        step_ratio = number(as_dict(as_dict(d.get("models")).get("model")).get(ratio_key))
         if pruned is None or base is None or pruned.failed or base.failed or step_ratio is None:
             series.missing.append(f"{label}: seed {seed} lacks its pruned run, its baseline or its step ratio")
             continue

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from heads.report.collect import RunTree, number
+from heads.report.collect import RunTree, as_dict, as_list, number
 from heads.report.curves import curve_series
 from heads.report.sites import site_kind, site_label
 
@@ -21,7 +21,7 @@ def _site(site: str) -> dict:
 
 def _heads(data: Any, arm: str, knob: float | None) -> Iterator[dict]:
     """Single-head ablation: one row per head (``heads ablate``)."""
-    for r in data.get("heads") or []:
+    for r in as_list(data.get("heads")):
         if isinstance(r, dict) and isinstance(r.get("site"), str) and all(
                 number(r.get(k)) is not None for k in ("head", "delta_loss")):
             yield {**r, **_site(r["site"]), "head": int(r["head"]), "test": data.get("test"),
@@ -77,28 +77,28 @@ def _shifted(data: Any, arm: str, knob: float | None) -> Iterator[dict]:
     """A pruned model against its reference (``heads shift``): in domain, then each shifted corpus (a genre)."""
     if isinstance(data.get("in_domain"), dict):
         yield {**data["in_domain"], "domain": "in", "genre": None}
-    for genre, r in sorted((data.get("shifted") or {}).items()):
+    for genre, r in sorted(as_dict(data.get("shifted")).items()):
         if isinstance(r, dict):
             yield {**r, "domain": "shifted", "genre": genre}
 
 
 def _definitions(data: Any, arm: str, knob: float | None) -> Iterator[dict]:
     """A redundancy probe: a row per similarity definition (``heads redundancy``)."""
-    for r in data.get("rows") or []:
+    for r in as_list(data.get("rows")):
         if isinstance(r, dict):
             yield {**r, "step": int(knob) if knob is not None else "final"}
 
 
 def _roles(data: Any, arm: str, knob: float | None) -> Iterator[dict]:
     """Head roles (``heads roles``): a row per head, kept by the L0 model or not."""
-    for r in (data.get("heads") if isinstance(data, dict) else data) or []:
+    for r in as_list(data.get("heads") if isinstance(data, dict) else data):
         if isinstance(r, dict):
             yield {**r, "kind": r.get("kind") or site_kind(str(r.get("site", ""))), "kept": bool(r.get("kept"))}
 
 
 def _timed(data: Any, arm: str, knob: float | None) -> Iterator[dict]:
     """A speed job (``heads speed``): a row per (pruned share, batch) timed."""
-    yield from (r for r in data.get("rows") or [] if isinstance(r, dict))
+    yield from (r for r in as_list(data.get("rows")) if isinstance(r, dict))
 
 
 # kind of rows -> (kind of analysis it reads, flatten one seed's JSON)

@@ -8,7 +8,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 
 from heads.metrics import higher_is_better
-from heads.report.collect import BASELINE, Run, RunTree
+from heads.report.collect import BASELINE, Run, RunTree, as_dict
 from heads.report.fmt import Table, records
 from heads.report.measures import speed_of_seed, speed_row, speed_samples
 from heads.report.rows import by_seed
@@ -165,7 +165,7 @@ def redundancy_genre_table(tree: RunTree) -> Table:
                 threshold = mean(r.get("threshold") for r in probes if isinstance(r.get("threshold"), (int, float)))
                 for r in probes:
                     views[str(r.get("view"))].append(r)
-                    for genre, d in sorted((r.get("domains") or {}).items()):
+                    for genre, d in sorted(as_dict(r.get("domains")).items()):
                         if isinstance(d, dict):
                             views[genre].append(d)
                 order = sorted(v for v in views if v not in ("pooled", "stratified")) + ["pooled", "stratified"]
