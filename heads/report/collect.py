@@ -93,8 +93,10 @@ def as_dict(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+def mean(values: Iterable[Any]) -> float | None:
+    """The mean of the finite numbers among ``values`` (None where there are none)."""
+    found = [v for v in values if number(v) is not None]
+    return sum(found) / len(found) if found else None
 
 
 @dataclass
@@ -245,9 +247,9 @@ def _record(run: Run, metric: str | None, root: Path) -> dict:
             record[key] = number(metrics[-1].get(key))
     record["heads_full"] = number(metrics[0].get("heads")) if metrics else None  # refined by RunTree (baseline)
     rates = [(r.get("step", 0), number(r.get("tokens_per_s"))) for r in metrics]
-    record["tokens_per_s"] = _mean([v for _, v in rates if v is not None])
+    record["tokens_per_s"] = mean(v for _, v in rates)
     early = _early_window(run)
-    record["tokens_per_s_early"] = _mean([v for step, v in rates if v is not None and step <= early])
+    record["tokens_per_s_early"] = mean(v for step, v in rates if step <= early)
     record["cpu_tokens_per_s_early"] = _cpu_rate(metrics, early)
     mems = [number(r.get("peak_mem_mb")) for r in metrics]
     record["peak_mem_mb"] = max([m for m in mems if m is not None], default=None)
@@ -391,7 +393,7 @@ class RunTree:
     def metric(task: str, runs: list[Run]) -> str | None:
         """The task's metric: from any summary of the task, else the default per task name."""
         for run in runs:
-            if run.task == task and run.summary.get("metric") and isinstance(run.summary["metric"], str):
+            if run.task == task and isinstance(run.summary.get("metric"), str) and run.summary["metric"]:
                 return run.summary["metric"]
         return TASK_METRIC.get(task)
 

@@ -462,8 +462,8 @@ def speed_samples(rows: Sequence[Mapping], ratio: float, batch: Any = None) -> l
         times, examples = row.get("times"), number(row.get("examples"))
         if isinstance(times, list) and times and examples is not None:
             out += [examples / t for t in map(number, times) if t is not None and t > 0]
-        elif number(row.get("examples_per_s")) is not None:
-            out.append(number(row["examples_per_s"]))
+        elif (rate := number(row.get("examples_per_s"))) is not None:
+            out.append(rate)
     return out
 
 

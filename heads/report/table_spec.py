@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from heads.metrics import RANGE
-from heads.report.collect import BASELINE, RunTree, number
+from heads.report.collect import BASELINE, RunTree, mean, number
 from heads.report.fmt import Table
 from heads.report.rows import KINDS, rows
 from heads.report.sites import site_order
@@ -51,11 +51,6 @@ SPEC_KEYS = {"title", "rows", "where", "by", "per_seed", "sort", "columns", "for
 
 class TableSpecError(ValueError):
     """A table spec in a report.yaml that does not follow the vocabulary."""
-
-
-def mean(values: Sequence[Any]) -> float | None:
-    vals = [v for v in values if number(v) is not None]
-    return sum(vals) / len(vals) if vals else None
 
 
 def ci(values: Sequence[Any], metric: str | None = None) -> list[float | None]:

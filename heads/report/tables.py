@@ -8,11 +8,11 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 
 from heads.metrics import higher_is_better
-from heads.report.collect import BASELINE, Run, RunTree, as_dict
+from heads.report.collect import BASELINE, Run, RunTree, as_dict, mean
 from heads.report.fmt import Table, records
 from heads.report.measures import speed_of_seed, speed_row, speed_samples
 from heads.report.rows import by_seed
-from heads.report.table_spec import TableSpec, ci, mean
+from heads.report.table_spec import TableSpec, ci
 
 CI = ["mean", "ci_low", "ci_high"]
 
@@ -133,7 +133,7 @@ def gqa_table(tree: RunTree) -> Table:
             def red(pooling: str, key: str = "redundancy_ratio", probes: dict = probes) -> float | None:
                 vals = [row.get(key) for rows in probes.values() for row in rows
                         if row.get("pooling") == pooling and row.get("space") == "value"]
-                return mean([v for v in vals if isinstance(v, (int, float))])
+                return mean(vals)
 
             knob = tree.knob(task, "redundancy", arm)
             rows.append([task, arm, int(knob) if knob is not None else None, len(probes),
@@ -162,7 +162,7 @@ def redundancy_genre_table(tree: RunTree) -> Table:
                 views: dict[str, list[dict]] = defaultdict(list)
                 probes = [r for r in found if r.get("pooling") == pooling]
                 # a genre's row is a probe's sub-dict without the threshold: every view shares the probes'
-                threshold = mean(r.get("threshold") for r in probes if isinstance(r.get("threshold"), (int, float)))
+                threshold = mean(r.get("threshold") for r in probes)
                 for r in probes:
                     views[str(r.get("view"))].append(r)
                     for genre, d in sorted(as_dict(r.get("domains")).items()):
@@ -173,8 +173,7 @@ def redundancy_genre_table(tree: RunTree) -> Table:
                     ratio = [r.get("redundancy_ratio") for r in views[view]]
                     ratio = [v for v in ratio if isinstance(v, (int, float))]
                     rows.append([task, pooling, view, len(ratio), *ci(ratio, "share"),
-                                 mean(r.get("max_similarity") for r in views[view]
-                                      if isinstance(r.get("max_similarity"), (int, float))), threshold])
+                                 mean(r.get("max_similarity") for r in views[view]), threshold])
     return Table("Redundancy by genre: each genre, pooled and stratified", cols, rows, caption=(
         "The trained baseline on each genre's held-out chapters: the share of heads with a partner above cosine "
         "`threshold` in that genre, on the genres' text pooled (`pooled`), and in every genre (`stratified`, the "
