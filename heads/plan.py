@@ -79,6 +79,12 @@ def model_config(cfg: RunConfig):
     from heads import models
 
     m, n = cfg.model, cfg.data.seq_len
+    from heads import shipped
+
+    if m.source in shipped.SHIPPED and m.source != "minilm":  # a shipped checkpoint: its own config
+        from transformers import AutoConfig
+
+        return AutoConfig.from_pretrained(shipped.path(m.source, cfg.data.root))
     if m.source not in ("config", "minilm"):  # a checkpoint folder: its own config
         from transformers import AutoConfig
 

@@ -130,16 +130,17 @@ def test_an_unreachable_hub_id_says_so_in_one_line(data_root, tmp_path, capsys, 
     assert "nobody/no-such-model" in err and "not a local folder" in err
 
 
-def _llama(kv: int = 4) -> transformers.LlamaForCausalLM:
+def _llama(kv: int = 4, tied: bool = False) -> transformers.LlamaForCausalLM:
     torch.manual_seed(0)
     return transformers.LlamaForCausalLM(transformers.LlamaConfig(
         vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=kv))
+        num_key_value_heads=kv, tie_word_embeddings=tied))
 
 
-@pytest.mark.parametrize("kv", [4, 2])
-def test_a_uniformly_pruned_llama_loads_with_stock_from_pretrained_and_the_same_logits(kv, tmp_path):
-    model = _llama(kv)
+# tied: SmolLM2's shape (grouped-query attention, the output layer tied to the input embedding)
+@pytest.mark.parametrize(("kv", "tied"), [(4, False), (2, False), (2, True)])
+def test_a_uniformly_pruned_llama_loads_with_stock_from_pretrained_and_the_same_logits(kv, tied, tmp_path):
+    model = _llama(kv, tied)
     keep = {s.name: [0, 1] if kv == 2 else [1, 3] for s in sites(model)}  # kv=2: one whole group per site
     apply_layout(model, keep)
     save(model, tmp_path / "m")

