@@ -12,7 +12,8 @@ Tasks (columns):
 
 - ``lm``: World English Bible, one row per verse in canonical order (``text``); ``lm_kjv`` and ``lm_bbe`` the
   same books in the King James Version and the Bible in Basic English: the LM's text under a distribution shift;
-  ``lm_wisdom``, ``lm_prophets``, ``lm_letters`` the WEB books of one genre each (genres as domains, D7).
+  ``lm_wisdom``, ``lm_prophets``, ``lm_letters`` the WEB books of one genre each (genres as domains, D7);
+  ``lm_wiki`` (and ``_fr``, ``_es``) Wikipedia lead extracts, split by article (:mod:`heads.data.wiki`).
 - ``mt``: World English Bible -> Louis Segond 1910 verse pairs (``src``, ``tgt``).
 - ``cls``: paraphrase identification (``text_a``, ``text_b``, ``label``): a WEB verse with the same verse in
   the King James Version (1) or with a neighbouring KJV verse of the same chapter, 1 or 2 verses away (0).
@@ -36,6 +37,7 @@ from functools import lru_cache
 
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 
+from heads.data import wiki
 from heads.data.bible import VerseKey, verses
 
 WEB, KJV, LSG, BBE = "4", "k", "l", "3"
@@ -49,9 +51,11 @@ SPLITS = ("train", "validation", "test")
 GENRES = {"law": range(1, 6), "history": range(6, 18), "wisdom": range(18, 23), "prophets": range(23, 40),
           "gospels": range(40, 45), "letters": range(45, 66), "apocalyptic": range(66, 67)}
 GENRE_CORPORA = ("lm_wisdom", "lm_prophets", "lm_letters")
-TASKS = ("lm", "mt", "cls", "cls_hard", "coherence", "lm_kjv", "lm_bbe", *GENRE_CORPORA)
+# Wikipedia lead extracts (heads.data.wiki, an optional package): the pretrained model's held-out text
+WIKI_CORPORA = ("lm_wiki", "lm_wiki_fr", "lm_wiki_es")
+TASKS = ("lm", "mt", "cls", "cls_hard", "coherence", "lm_kjv", "lm_bbe", *GENRE_CORPORA, *WIKI_CORPORA)
 COLUMNS = {"lm": ("text",), "lm_kjv": ("text",), "lm_bbe": ("text",), "mt": ("src", "tgt"),
-           **{name: ("text",) for name in GENRE_CORPORA},
+           **{name: ("text",) for name in (*GENRE_CORPORA, *WIKI_CORPORA)},
            "cls": ("text_a", "text_b", "label"), "cls_hard": ("text_a", "text_b", "label"),
            "coherence": ("text_a", "text_b", "label")}
 CLS_LABELS = ("different", "same")  # 0 = neighbouring verse, 1 = the same verse in another translation
@@ -320,7 +324,8 @@ def coherence(limit: int | None = None, seed: int = SEED) -> DatasetDict:
 BUILDERS: dict[str, Callable[..., DatasetDict]] = {"lm": lm, "mt": mt, "cls": cls, "cls_hard": cls_hard,
                                                    "coherence": coherence, "lm_kjv": lm_kjv, "lm_bbe": lm_bbe,
                                                    "lm_wisdom": lm_wisdom, "lm_prophets": lm_prophets,
-                                                   "lm_letters": lm_letters}
+                                                   "lm_letters": lm_letters, "lm_wiki": wiki.lm_wiki,
+                                                   "lm_wiki_fr": wiki.lm_wiki_fr, "lm_wiki_es": wiki.lm_wiki_es}
 
 
 def build(task: str, limit: int | None = None) -> DatasetDict:
