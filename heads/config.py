@@ -25,7 +25,7 @@ class ConfigError(ValueError):
 @dataclass
 class ModelConfig:
     family: str = "llama"  # llama | bert | marian
-    source: str = "config"  # config (random init) | minilm (pretrained, shipped) | a checkpoint folder
+    source: str = "config"  # config (random init) | minilm, smollm2 (pretrained, shipped) | a checkpoint folder
     layers: int = 2
     d: int = 64
     heads: int = 4
@@ -97,6 +97,11 @@ class EvalConfig:
     beams: int = 4
     max_new_tokens: int = 64
     max_examples: int = 200  # mt: sentences decoded for BLEU; lm/cls: batches are capped by this many examples
+    # Held-out examples cut into `shards` contiguous, disjoint parts; every evaluation and scorer reads part
+    # `shard` only. One pretrained model has no training seeds: its seeds are shards, so intervals over seeds
+    # cover the sampling of the test text (and any random draw), not training.
+    shards: int = 1
+    shard: int = 0
 
 
 @dataclass
@@ -247,7 +252,11 @@ def validate(config: RunConfig) -> None:
     for name in ("dropout", "attention_dropout", "label_smoothing"):
         if not 0.0 <= getattr(t, name) < 1.0:
             raise ConfigError(f"train.{name}: {getattr(t, name)} is outside [0, 1)")
-    for name in ("steps", "log_every", "eval_every", "checkpoint_every", "eval_batches"):
+    # 0 steps: a pretrained model evaluated and recorded as it is (the baseline of a model this project did not
+    # train); a model from config must train
+    if t.steps < (0 if config.model.source != "config" else 1):
+        raise ConfigError(f"train.steps: must be >= 1 (>= 0 for a pretrained model.source), got {t.steps}")
+    for name in ("log_every", "eval_every", "checkpoint_every", "eval_batches"):
         if getattr(t, name) < 1:
             raise ConfigError(f"train.{name}: must be >= 1, got {getattr(t, name)}")
     if config.data.batch_size < 1 or config.data.seq_len < 2:
@@ -274,7 +283,10 @@ def check_ranges(config: RunConfig) -> None:
         need(getattr(m, name) >= 1, f"model.{name}", getattr(m, name), ">= 1")
     for name in ("kv_heads", "ff"):
         need(getattr(m, name) >= 0, f"model.{name}", getattr(m, name), ">= 0 (0: the default)")
-    if m.source != "minilm":  # the task's own BPE tokenizer is trained at model.vocab (a pretrained one brings its own)
+    from heads.shipped import SHIPPED
+
+    # the task's own BPE tokenizer is trained at model.vocab (a pretrained one brings its own)
+    if m.source not in SHIPPED:
         need(m.vocab >= MIN_VOCAB, "model.vocab", m.vocab, f">= {MIN_VOCAB} (256 bytes + 4 special tokens + a merge)")
     need(d.limit is None or d.limit >= 1, "data.limit", d.limit, ">= 1 rows per split, or null for all")
     for ours, theirs in d.splits.items():
@@ -305,5 +317,6 @@ def check_ranges(config: RunConfig) -> None:
     bad = [s for s in t.snapshots if isinstance(s, bool) or not isinstance(s, int) or not 1 <= s <= t.steps]
     need(not bad, "train.snapshots", bad, f"steps between 1 and train.steps={t.steps}")
     need(e.split in SPLITS, "eval.split", e.split, f"one of {list(SPLITS)}")
-    for name in ("beams", "max_new_tokens", "max_examples"):
+    for name in ("beams", "max_new_tokens", "max_examples", "shards"):
         need(getattr(e, name) >= 1, f"eval.{name}", getattr(e, name), ">= 1")
+    need(0 <= e.shard < e.shards, "eval.shard", e.shard, f"in [0, eval.shards = {e.shards})")

@@ -80,8 +80,12 @@ class Task(ABC):
 
     def examples(self, cfg: RunConfig, tokenizer, split: str) -> list[Any]:
         """Encoded examples of one split, ready for :meth:`collate`; a split that encodes to nothing is refused
-        here, with its cause, rather than as a division by zero or an empty batch somewhere downstream."""
+        here, with its cause, rather than as a division by zero or an empty batch somewhere downstream. A held-out
+        split is cut to shard ``eval.shard`` of ``eval.shards`` (contiguous, disjoint, equal sizes)."""
         out = self.encode(cfg, tokenizer, split)
+        if split != "train" and cfg.eval.shards > 1:
+            size = len(out) // cfg.eval.shards
+            out = out[cfg.eval.shard * size : (cfg.eval.shard + 1) * size]
         if not out:
             rows = len(self.splits(cfg)[split])
             raise InputError(
