@@ -237,10 +237,15 @@ def cmd_ablate(args: argparse.Namespace) -> int:
                    "(use --test loss or accuracy)")
     # The loss and accuracy changes are measured either way (the ablation figure and all-but-one use them);
     # with --test bleu the significance of each head comes from BLEU's paired bootstrap instead.
-    params = AblationParams(test="loss" if args.test == "bleu" else args.test, chunk=args.chunk)
+    layers = tuple(args.layers) if args.layers else None
+    params = AblationParams(test="loss" if args.test == "bleu" else args.test, chunk=args.chunk, layers=layers)
+    try:
+        with loaded.placement.autocast():
+            table = ablation_table(loaded.model, batches, params)
+            others = all_but_one(loaded.model, batches, chunk=args.chunk, layers=layers)
+    except ValueError as exc:
+        raise fail(f"ablate: {exc}") from None
     with loaded.placement.autocast():
-        table = ablation_table(loaded.model, batches, params)
-        others = all_but_one(loaded.model, batches, chunk=args.chunk)
         bleu = None
         if args.test == "bleu":
             from heads.scoring.bleu_ablation import bleu_ablation
@@ -265,6 +270,9 @@ def cmd_ablate(args: argparse.Namespace) -> int:
         "baseline_accuracy": table.baseline_accuracy,
         "examples": table.examples,
         "test": args.test,
+        "layers": list(layers) if layers else None,
+        "power": {"alpha": params.power_alpha, "power": 0.8,
+                  "statistic": "per-example mean loss" if params.test == "loss" else "per-example accuracy"},
         **extra,
         "heads": rows,
         "all_but_one": {site: asdict(r) for site, r in others.items()},
@@ -353,6 +361,8 @@ def register(sub) -> None:
                         "BLEU's paired bootstrap over the decoded sentences, as Michel et al.")
     p.add_argument("--samples", type=int, default=1000, help="bootstrap resamples of --test bleu")
     p.add_argument("--chunk", type=int, default=8, help="ablations per batched forward pass")
+    p.add_argument("--layers", type=int, nargs="+", metavar="L",
+                   help="ablate the heads of these layers only (default all): a stated sample of a large model")
     p.add_argument("--out", type=Path, required=True)
     add_identity_option(p)
     p.set_defaults(func=cmd_ablate)

@@ -20,7 +20,7 @@ from heads.report.curves import curve_area, curve_series, interpolate, removable
 from heads.report.rows import KINDS, by_seed
 
 MEASURES = {
-    "ablation": ("significant_share", "significant_count", "mean_delta_loss"),
+    "ablation": ("significant_share", "significant_count", "mean_delta_loss", "detectable"),
     "all_but_one": ("harmless_share", "mean_delta", "max_delta"),
     "curve": ("area", "retained", "value", "removable", "step"),
     "curve_at": ("area", "retained", "value", "removable", "step"),
@@ -292,6 +292,10 @@ def _ablation(rows: list[dict], sel: Mapping[str, Any]) -> float | Share | None:
         return None
     if sel["measure"] == "mean_delta_loss":
         return sum(float(r["delta_loss"]) for r in rows) / len(rows)
+    if sel["measure"] == "detectable":  # the test's power: median smallest detectable change, relative to the loss
+        found = sorted(float(r["detectable_relative"]) for r in rows
+                       if number(r.get("detectable_relative")) is not None)
+        return found[len(found) // 2] if found else None
     count = sum(bool(r.get("significant")) if alpha is None else
                 isinstance(r.get("p_value"), (int, float)) and r["p_value"] < float(alpha) for r in rows)
     return Share(count, len(rows)) if sel["measure"] == "significant_share" else float(count)

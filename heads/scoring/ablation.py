@@ -12,7 +12,7 @@ from torch import nn
 from heads.scoring.evaluate import evaluate_closures
 from heads.scoring.registry import Scorer, Scores, register_scorer
 from heads.scoring.session import scoring_mode
-from heads.scoring.significance import paired_ttest
+from heads.scoring.significance import detectable_shift, paired_ttest
 from heads.surgery import head_layout
 
 
@@ -24,6 +24,12 @@ class AblationParams:
     # Changes this small are float noise (the stacked batch runs other kernel shapes than the baseline):
     # per-example differences and deltas within it count as exactly 0.
     noise_tol: float = 1e-6
+    # Only the sites of these layers (None: every layer): a large model's heads are ablated on a stated sample
+    # of its layers, so each ablation can afford enough examples to detect a small change.
+    layers: tuple[int, ...] | None = None
+    # The power statement of each head's test: the smallest per-example change it detects at this level with
+    # 80 % power (detectable_shift), so a share of "significant" heads says what size it could see.
+    power_alpha: float = 0.01
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,9 @@ class HeadAblation:
     delta_accuracy: float  # accuracy without the head - baseline accuracy
     p_value: float  # paired t-test over examples on the `test` statistic
     significant: bool
+    # smallest mean per-example change of the `test` statistic its test detects (alpha params.power_alpha,
+    # 80 % power), from the spread of this head's paired differences
+    detectable: float = float("nan")
 
 
 @dataclass
@@ -73,7 +82,7 @@ def ablation_table(
     if params.test not in ("loss", "accuracy"):
         raise ValueError(f"test must be 'loss' or 'accuracy', got {params.test!r}")
     with scoring_mode(model):
-        layout = head_layout(model)
+        layout = _of_layers(model, head_layout(model), params.layers)
         where = [(name, p) for name, kept in layout.items() for p in range(len(kept))]
         base, ablated = evaluate_closures(model, batches, [{name: [p]} for name, p in where], params.chunk)
     base_loss, base_acc = float(base.corpus_loss()), float(base.corpus_accuracy())
@@ -92,9 +101,24 @@ def ablation_table(
                 delta_accuracy=_snap(float(accs[i]) - base_acc, params.noise_tol),
                 p_value=p_value,
                 significant=p_value < params.alpha,
+                detectable=detectable_shift(per_base.numpy(), per_ablated[i].numpy(), params.power_alpha),
             )
         )
     return AblationTable(base_loss, base_acc, int((base.count > 0).sum()), rows, layout)
+
+
+def _of_layers(model: nn.Module, layout: dict[str, list[int]], layers: Iterable[int] | None) -> dict[str, list[int]]:
+    """The layout's sites in ``layers`` (all with None); a layer the model does not have is refused."""
+    if layers is None:
+        return layout
+    from heads.surgery import sites
+
+    at = {s.name: s.layer for s in sites(model)}
+    wanted = set(layers)
+    unknown = sorted(wanted - set(at.values()))
+    if unknown:
+        raise ValueError(f"layers {unknown} are not layers of this model (0 to {max(at.values())})")
+    return {name: kept for name, kept in layout.items() if at.get(name) in wanted}
 
 
 def _snap(delta: float, tol: float) -> float:
@@ -127,14 +151,15 @@ class AllButOne:
         return self.loss - self.baseline_loss
 
 
-def all_but_one(model: nn.Module, batches: Iterable[Mapping[str, Any]], chunk: int = 8) -> dict[str, AllButOne]:
+def all_but_one(model: nn.Module, batches: Iterable[Mapping[str, Any]], chunk: int = 8,
+                layers: Iterable[int] | None = None) -> dict[str, AllButOne]:
     """Per site: every choice of one kept head is evaluated; report the best against the baseline.
 
     Other sites keep all their heads. Sites without heads are left out; a
     one-head site reports its baseline.
     """
     with scoring_mode(model):
-        layout = head_layout(model)
+        layout = _of_layers(model, head_layout(model), layers)
         where = [(name, p) for name, kept in layout.items() for p in range(len(kept))]
         closures = [{name: [q for q in range(len(layout[name])) if q != p]} for name, p in where]
         base, kept_one = evaluate_closures(model, batches, closures, chunk)

@@ -31,6 +31,18 @@ def paired_ttest(a: Sequence[float], b: Sequence[float], tol: float = 0.0) -> fl
     return float(stats.ttest_1samp(diff, 0.0).pvalue)
 
 
+def detectable_shift(a: Sequence[float], b: Sequence[float], alpha: float = 0.01, power: float = 0.8) -> float:
+    """The smallest mean per-example change a two-sided paired t-test at ``alpha`` detects with ``power``, given
+    the spread of the measured differences ``b - a`` (normal approximation of the power: the critical t plus
+    the power's normal quantile, times the standard error). NaN with fewer than two pairs; 0 with no spread."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    diff = (b - a)[~(np.isnan(a) | np.isnan(b))]
+    if diff.size < 2:
+        return float("nan")
+    se = float(np.std(diff, ddof=1)) / np.sqrt(diff.size)
+    return float((stats.t.ppf(1 - alpha / 2, diff.size - 1) + stats.norm.ppf(power)) * se)
+
+
 @dataclass(frozen=True)
 class BootstrapResult:
     delta: float  # metric(b) - metric(a) on all examples
