@@ -140,7 +140,9 @@ def example_replicates(claim: Claim, seeds: Sequence[int], a: Series, b: Series 
 def _estimate(claim: Claim, per_seed: dict[int, float], a: Series, b: Series | None) -> Estimate:
     """Two-level where the runs kept example-level values (:func:`example_replicates`), else over seeds alone."""
     values = list(per_seed.values())
-    replicates = example_replicates(claim, sorted(per_seed), a, b) if len(values) >= 2 else None
+    # seeds that are shards of the examples already sample them (Claim.seeds_are)
+    replicates = example_replicates(claim, sorted(per_seed), a, b) if len(values) >= 2 and not claim.seeds_are \
+        else None
     return estimate(values) if replicates is None else two_level(values, replicates)
 
 
@@ -253,6 +255,8 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     parts = [lead] + ([f"missing: {_short(unmeasured)}"] if unmeasured else []) + list(dict.fromkeys(notes))
     if claim.note:
         parts.append(claim.note)
+    if claim.seeds_are:
+        parts.append(f"seeds are {claim.seeds_are}")
     return ClaimResult(claim, result, est, None if binomial else effect_size(est, claim.null), per_seed,
                        "; ".join(p for p in parts if p), decision.p_value, precondition,
                        method_used=METHOD_BINOMIAL if binomial else "")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,10 @@ class Claim:
     margin: float | None = None
     requires: tuple[Precondition, ...] = ()
     declared: bool = False  # whether the claim said what it requires (``requires: []`` says: nothing)
+    # what a seed is, where it is not a training seed (claims.yaml's top-level ``seeds_are``: one pretrained
+    # model's seeds are disjoint shards of its test text): said in the note, and the seeds then already sample
+    # the examples, so no second, example-level interval is added
+    seeds_are: str | None = None
 
     @property
     def threshold(self) -> float:
@@ -243,7 +247,11 @@ def load_claims(path: str | Path, shared: Mapping[str, Precondition] | None = No
     if shared is None:
         shared = shared_preconditions(path.parent.parent)
     named = {**shared, **parse_preconditions(doc.get("preconditions"), str(path))}
-    return [parse_claim(raw, replication, f"{path}:claims[{i}]", named) for i, raw in enumerate(doc["claims"])]
+    seeds_are = doc.get("seeds_are")
+    if seeds_are is not None and not (isinstance(seeds_are, str) and seeds_are.strip()):
+        raise ClaimSpecError(f"{path}: seeds_are must say in words what a seed is, got {seeds_are!r}")
+    claims = [parse_claim(raw, replication, f"{path}:claims[{i}]", named) for i, raw in enumerate(doc["claims"])]
+    return [replace(c, seeds_are=seeds_are.strip()) if seeds_are else c for c in claims]
 
 
 def claim_order(claim: Claim) -> tuple:
