@@ -114,7 +114,8 @@ def replications(root: str | Path) -> list[str]:
 
 def dag_for(root: str | Path, preset: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The DAG's shape at ``preset``: the preset's ``seeds`` and each replication's settings (its folder's
-    ``settings.yaml`` at that preset), with ``overrides`` (``seeds``, ``custom``, ``tasks``, or a replication's
+    ``settings.yaml`` at that preset; a replication whose settings there are null does not run at it), with
+    ``overrides`` (``seeds``, ``custom``, ``tasks``, or a replication's
     name mapping to keys that replace its own) on top. ``tasks`` maps a task to run-config sections (a user's
     model and data) laid under every run of that task. A replication's settings may name its own ``seeds``
     (``seeds_of``), unless the overrides set the DAG's."""
@@ -132,7 +133,12 @@ def dag_for(root: str | Path, preset: str, overrides: Mapping[str, Any] | None =
         path = Path(root) / name / "settings.yaml"
         doc = yaml.safe_load(path.read_text()) if path.is_file() else {}
         if preset not in (doc or {}):
-            raise SheetError(f"{path}: no settings for preset {preset!r}")
+            raise SheetError(f"{path}: no settings for preset {preset!r} (null: not run at that preset)")
+        if doc[preset] is None:  # a replication made for other scales (the pretrained model's runs at its own)
+            if overrides.pop(name, None):
+                raise SheetError(f"dag overrides name {name!r}, which does not run at preset {preset!r} "
+                                 f"({path} sets it to null)")
+            continue
         dag[name] = {**doc[preset], **(overrides.pop(name, None) or {})}
         # a replication's own seeds (cheap post-hoc studies afford more): kept beside its settings, which its
         # schema checks; the workflow config's top-level seeds win over them (one seed for a quick look)
@@ -171,7 +177,7 @@ def build(root: str | Path, dag: Mapping[str, Any], names: Iterable[str] | None 
     replication (e.g. a user's own strategies), checked."""
     root = Path(root)
     declared: dict[str, list[RunSpec]] = {}
-    for name in names if names is not None else replications(root):
+    for name in names if names is not None else [n for n in replications(root) if n in dag]:
         if name not in dag:
             raise SheetError(f"replication {name!r} has no settings in this preset's dag (keys: {sorted(dag)})")
         seeds = list((dag.get("seeds_of") or {}).get(name, dag["seeds"]))

@@ -225,14 +225,15 @@ def test_shipped_claims_load_and_cover_the_claims_list():
     for needed in ("A1", "A2", "A3", "B1", "B2", "B3", "B4", "B5", "B6", "C1", "C2", "C3",
                    "D1", "D2", "D3", "D4", "D5", "D6", "D7", "D8"):
         assert needed in families, needed
-    assert {c.replication for c in claims} == {"michel2019", "voita2019", "overprovisioning", "training_time"}
+    assert {c.replication for c in claims} == {"michel2019", "voita2019", "overprovisioning", "training_time",
+                                              "pretrained"}
     for c in claims:
         assert c.text and (c.not_tested or (c.task and c.a))
     assert {c.id for c in claims if c.not_tested} == {"D7"}
     # every claim that can be tested says what its models must reach (``requires: []`` says: nothing)
     assert all(c.declared for c in claims if not c.not_tested)
     assert all(any(p.name == "mt-translates" for p in c.requires) for c in claims if c.task == "mt")
-    for folder in ("michel2019", "voita2019", "overprovisioning", "training_time"):
+    for folder in ("michel2019", "voita2019", "overprovisioning", "training_time", "pretrained"):
         for name in ("README.md", "reference.yaml", "claims.yaml"):
             assert (REPLICATIONS / folder / name).is_file()
 

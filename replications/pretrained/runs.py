@@ -1,0 +1,71 @@
+"""A pretrained model: Michel's, Voita's and the over-provisioning claims on SmolLM2-135M (Llama, 30 x 9 query
+heads in 3 key/value groups), which this project did not train. Its seeds are disjoint shards of the held-out
+text (``eval.shard``), so every interval covers the sampling of the test text and the random draws, not
+training; each shard's baseline is the shipped model evaluated as it is (``train.steps: 0``)."""
+
+from heads.sheet import RunSpec, analysis_label, baseline, run_label
+
+REPLICATION = "pretrained"
+TASK = "lm"
+
+
+def _posthoc(source: str, arm: str, ratio: float, seed: int, batches: int) -> RunSpec:
+    """The baseline pruned by importance to ``ratio`` of its heads (whole key/value groups: the model's grouped
+    query attention lets no single query head go physically), evaluated on the same shard."""
+    return RunSpec(run_label(TASK, "posthoc", arm, ratio, seed), "prune", REPLICATION, TASK, seed, "posthoc", arm,
+                   ratio, strategy="posthoc",
+                   params={"ratio": ratio, "scorer": "importance", "seed": seed, "batches": batches},
+                   options={"evaluate": True}, paths={"source": source}, after=(source,))
+
+
+def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
+    """Per shard: the baseline; per ratio, the model pruned by importance and its short recovery fine-tune; the
+    single-head ablation and all-but-one on a stated sample of layers; a pruning curve per scorer; the speed of
+    the model with one and two of its three key/value groups pruned in every layer; redundancy per similarity
+    definition; the roles of the heads kept at ``roles_ratio`` against those removed; the pruned model's loss on
+    shifted corpora (the Bible, French Wikipedia) against the baseline's."""
+    s, out = settings, []
+    curve = {"step": s["curve_step"], "max_ratio": s["curve_max"], "batches": s["curve_batches"]}
+    curve_eval = {"eval": {"max_examples": s["curve_examples"]}}
+    for i, seed in enumerate(seeds):
+        shard = {"eval": {"shards": len(seeds), "shard": i}}  # a run's own config; analyses of it read it
+        base = baseline(REPLICATION, TASK, seed, shard)
+        out.append(base)
+        for r in s["ratios"]:
+            pruned = _posthoc(base.label, "importance", r, seed, s["score_batches"])
+            out.append(pruned)
+            if r in s["finetune"]:  # a short recovery fine-tune on the training text, evaluated on the same shard
+                out.append(RunSpec(run_label(TASK, "posthoc_ft", "importance", r, seed), "train", REPLICATION, TASK,
+                                   seed, "posthoc_ft", "importance", r,
+                                   config={**shard, "train": {"steps": s["finetune_steps"]}},
+                                   paths={"model.source": pruned.label}, after=(pruned.label,)))
+        out.append(RunSpec(analysis_label(TASK, "ablation", seed=seed), "ablate", REPLICATION, TASK, seed, "ablation",
+                           options={"batches": s["ablation_batches"], "test": "loss",
+                                    "layers": list(s["ablation_layers"]), "chunk": s["ablation_chunk"]},
+                           paths={"source": base.label}, after=(base.label,)))
+        for scorer in s["curve_scorers"]:
+            orders = {"orders": s["random_orders"]} if scorer == "random" and s["random_orders"] > 1 else {}
+            out.append(RunSpec(analysis_label(TASK, "curve", scorer, seed=seed), "curve", REPLICATION, TASK, seed,
+                               "curve", scorer, params={"scorer": scorer, **curve, "seed": seed, **orders},
+                               config=curve_eval, paths={"source": base.label}, after=(base.label,)))
+        out.append(RunSpec(analysis_label(TASK, "speed", seed=seed), "speed", REPLICATION, TASK, seed, "speed",
+                           options={"ratios": list(s["speed_ratios"]), "batches": list(s["speed_batches"]),
+                                    "examples": s["speed_examples"]},
+                           paths={"source": base.label}, after=(base.label,)))
+        out.append(RunSpec(analysis_label(TASK, "redundancy", "base", seed=seed), "redundancy", REPLICATION, TASK,
+                           seed, "redundancy", "base", options={"batches": s["redundancy_batches"],
+                                                                "pooling": ["token", "mean"]},
+                           paths={"source": base.label}, after=(base.label,)))
+        # a pruned model's folder holds no run config: the preset's applies (--task), with the shard's own
+        pruned = run_label(TASK, "posthoc", "importance", s["roles_ratio"], seed)
+        out.append(RunSpec(analysis_label(TASK, "roles", f"importance{s['roles_ratio']}", seed=seed), "roles",
+                           REPLICATION, TASK, seed, "roles", f"importance{s['roles_ratio']}",
+                           knob=float(s["roles_ratio"]), config=shard,
+                           options={"task": True, "batches": s["roles_batches"]},
+                           paths={"source": pruned, "reference": base.label}, after=(pruned, base.label)))
+        if s.get("shift_datasets"):
+            out.append(RunSpec(analysis_label(TASK, "shift", f"importance{s['roles_ratio']}", seed=seed), "shift",
+                               REPLICATION, TASK, seed, "shift", f"importance{s['roles_ratio']}", config=shard,
+                               options={"task": True, "datasets": list(s["shift_datasets"])},
+                               paths={"source": pruned, "reference": base.label}, after=(pruned, base.label)))
+    return out

