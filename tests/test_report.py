@@ -1134,3 +1134,18 @@ def test_a_summary_with_a_nan_step_count_is_read_without_it(tree_root, tmp_path)
     summaries[0].write_text(json.dumps(data))
     run = next(r for r in RunTree(runs).runs if r.task == "lm" and r.variant == "baseline" and r.seed == 1)
     assert run.record["steps"] is None and run.record["final_val_loss"] is not None
+
+
+def test_a_claim_on_run_fields_registers_the_runs_it_read_for_the_environment_note(tmp_path):
+    """The runs a `from: run` selector reads (A1's pruned and baseline runs) are among the records whose
+    environments a ledger reports, as the analyses a claim reads are (a mixed-machine pair is never missed)."""
+    tree = RunTree(make_tree(tmp_path))
+    claim = _claim(kind="paired_difference", task="cls", direction="greater", tolerance=-0.02,
+                   a={"variant": "posthoc", "strategy": "importance", "ratio": 0.5, "field": "value"},
+                   b={**BASE, "field": "value"})
+    assert not tree.environments(read_only=True)
+    evaluate(claim, tree)
+    read = set(tree.environments(read_only=True))
+    assert {f"cls/posthoc/importance/0.5/seed{s}" for s in SEEDS} <= read
+    assert {f"cls/baseline/none/0.0/seed{s}" for s in SEEDS} <= read
+    assert not any(k.startswith("lm/") for k in read)

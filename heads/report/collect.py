@@ -454,6 +454,11 @@ class RunTree:
         self._read_runs.update(r.name for r in found)
         return found
 
+    def note_read(self, runs: list[Run]) -> list[Run]:
+        """``runs``, noted as read: the environment note of a ledger names every record a claim read."""
+        self._read_runs.update(r.name for r in runs)
+        return runs
+
     def run(self, label: str) -> Run | None:
         """The run whose run-sheet label (its folder under the tree) is ``label``, noted as read."""
         found = next((r for r in self.runs if r.path.relative_to(self.root).as_posix() == label), None)

@@ -186,7 +186,7 @@ def _run(tree: RunTree, sel: Mapping[str, Any]) -> Series:
         series.missing.append(f"{task}: {len(groups)} run groups match ({names}); name one or add pick")
         return series
     (v, s, q), = groups
-    chosen = [r for r in runs if (r.variant, r.strategy, r.ratio) == (v, s, q)]
+    chosen = tree.note_read([r for r in runs if (r.variant, r.strategy, r.ratio) == (v, s, q)])
     if len({(r.variant, r.strategy, r.ratio) for r in runs}) > 1:
         series.notes.append(f"picked {chosen[0].group}")
     series.label = f"{task}/{chosen[0].group} {fld}"
