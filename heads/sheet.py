@@ -183,7 +183,8 @@ def build(root: str | Path, dag: Mapping[str, Any], names: Iterable[str] | None 
         seeds = list((dag.get("seeds_of") or {}).get(name, dag["seeds"]))
         declared[name] = list(load_replication(root / name).runs(dag[name], seeds))
     for name, entries in (extra or {}).items():
-        declared.setdefault(name, []).extend(entries)
+        if entries := list(entries):  # none: the replication may not run at this preset at all
+            declared.setdefault(name, []).extend(entries)
     runs = check([_with_task_config(e, (dag.get("tasks") or {}).get(e.task)) for entries in declared.values()
                   for e in entries])
     runs = {label: _yardstick_steps(e, runs, dag.get("preset")) for label, e in runs.items()}
