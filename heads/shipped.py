@@ -112,8 +112,14 @@ def converted(gguf: Path, cache: Path, name: str) -> Path:
     return folder
 
 
+_CHECKED: set[Path] = set()  # folders verified by this process (a command resolves its source several times)
+
+
 def check(folder: Path) -> None:
-    """Every file of a converted folder matches its ``CHECKSUM`` (a truncated or edited weight file is refused)."""
+    """Every file of a converted folder matches its ``CHECKSUM`` (a truncated or edited weight file is refused);
+    once per folder and process."""
+    if folder.resolve() in _CHECKED:
+        return
     listing = folder / CHECKSUM
     if not listing.is_file():
         raise ShippedError(f"{folder}: no {CHECKSUM}, so not a complete conversion; delete the folder and run again")
@@ -121,6 +127,7 @@ def check(folder: Path) -> None:
     if _listing(folder) != expected:
         raise ShippedError(f"{folder}: the converted checkpoint does not match its {CHECKSUM}; delete the folder "
                            "and run again (it is converted anew)")
+    _CHECKED.add(folder.resolve())
 
 
 def convert_gguf(gguf: Path, out: Path) -> None:

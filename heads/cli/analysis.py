@@ -175,7 +175,8 @@ def cmd_roles(args: argparse.Namespace) -> int:
         raise fail(f"roles: --threshold is a share of attention in (0, 1], got {args.threshold}")
     check_out_file(args.out)
     loaded = load_for_task(args, head=False)
-    reference = load(resolve_source(args.reference)).to(loaded.placement.device) if args.reference else None
+    reference = (load(resolve_source(args.reference, loaded.cfg.data.root)).to(loaded.placement.device)
+                 if args.reference else None)
     batches = scoring_batches(loaded, args.split, args.batches)
     counts = training_token_counts(loaded)
     try:
@@ -251,7 +252,7 @@ def cmd_shift(args: argparse.Namespace) -> int:
     split = check_split(args.split) if args.split else None
     check_out_file(args.out)
     loaded = load_for_task(args)
-    ref_dir = resolve_source(args.reference)
+    ref_dir = resolve_source(args.reference, loaded.cfg.data.root)
     theirs = saved_tokenizer(ref_dir) if (ref_dir / "tokenizer.json").is_file() else None
     if theirs is not None and theirs.get_vocab() != loaded.tokenizer.get_vocab():
         raise fail(f"shift: {args.reference} reads text with another tokenizer than {args.source}; "

@@ -35,7 +35,7 @@ def one_line(message: str) -> str:
 def resolve_source(source: str, root: str = DEFAULT_ROOT) -> Path:
     """A checkpoint folder, or the name of a checkpoint shipped inside a package (a GGUF converted on first use,
     cached under the data ``root``)."""
-    if source in SHIPPED and not Path(source).exists():
+    if source in SHIPPED:  # a shipped name means the shipped checkpoint, as model.source does (./minilm/ or not)
         from heads import shipped
 
         try:
@@ -48,6 +48,16 @@ def resolve_source(source: str, root: str = DEFAULT_ROOT) -> Path:
         return model_folder(source)
     except CheckpointError as exc:
         raise fail(f"{exc}; nor one of the shipped models {sorted(SHIPPED)}") from None
+
+
+def data_root(args: argparse.Namespace) -> str:
+    """The data root a command's ``data.root=`` override names (where shipped checkpoints are cached), else the
+    default: commands that load a shipped model before (or without) resolving a run configuration use it."""
+    for item in getattr(args, "overrides", None) or []:
+        key, _, value = item.partition("=")
+        if key == "data.root" and value:
+            return value
+    return DEFAULT_ROOT
 
 
 def add_run_options(p: argparse.ArgumentParser, required: bool = True) -> None:
@@ -120,7 +130,7 @@ def load_for_task(args: argparse.Namespace, head: bool = True) -> Loaded:
     from heads.tasks import get_task
     from heads.tasks.text import saved_tokenizer
 
-    if args.source in SHIPPED and not Path(args.source).exists():  # the config names the data root it is cached in
+    if args.source in SHIPPED:  # the config names the data root it is cached in
         cfg = run_config(args, None)
         model_dir, run_dir = resolve_source(args.source, cfg.data.root), None
     else:
@@ -176,7 +186,7 @@ def load_pair(args: argparse.Namespace, command: str):
     check_split(args.split)
     check_out_file(args.out)
     loaded = load_for_task(args)
-    reference = load(resolve_source(args.reference)).to(loaded.placement.device)
+    reference = load(resolve_source(args.reference, loaded.cfg.data.root)).to(loaded.placement.device)
     if type(reference) is not type(loaded.model):
         raise fail(f"{command}: {args.reference} is a {type(reference).__name__}, {args.source} a "
                    f"{type(loaded.model).__name__}: not one model before and after pruning")

@@ -12,6 +12,7 @@ from heads.cli.common import (
     add_run_options,
     check_out_file,
     check_split,
+    data_root,
     domain_batches,
     fail,
     load_for_task,
@@ -126,7 +127,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
         raise fail("prune: --evaluate needs --strategy (the evaluation uses the run's task configuration)")
     if args.seq_len < 1:
         raise fail(f"prune: --seq-len must be >= 1, got {args.seq_len}")
-    check_prune_out(Path(args.out), resolve_source(args.source), args.overwrite)
+    check_prune_out(Path(args.out), resolve_source(args.source, data_root(args)), args.overwrite)
     loaded = None
     if args.strategy is not None:
         from heads.config import ConfigError
@@ -153,7 +154,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
         except NotImplementedError as exc:
             raise fail(f"prune: {exc}; post-hoc strategies: posthoc, iterative") from None
     else:
-        model = load(resolve_source(args.source))
+        model = load(resolve_source(args.source, data_root(args)))
         remove = None
     try:
         if args.keep is not None:
@@ -238,14 +239,18 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     # The loss and accuracy changes are measured either way (the ablation figure and all-but-one use them);
     # with --test bleu the significance of each head comes from BLEU's paired bootstrap instead.
     layers = tuple(args.layers) if args.layers else None
+    if layers:  # refused before anything is evaluated (and no error of the evaluation is taken for bad input)
+        from heads.scoring.ablation import of_layers
+        from heads.surgery import head_layout
+
+        try:
+            of_layers(loaded.model, head_layout(loaded.model), layers)
+        except ValueError as exc:
+            raise fail(f"ablate: --layers: {exc}") from None
     params = AblationParams(test="loss" if args.test == "bleu" else args.test, chunk=args.chunk, layers=layers)
-    try:
-        with loaded.placement.autocast():
-            table = ablation_table(loaded.model, batches, params)
-            others = all_but_one(loaded.model, batches, chunk=args.chunk, layers=layers)
-    except ValueError as exc:
-        raise fail(f"ablate: {exc}") from None
     with loaded.placement.autocast():
+        table = ablation_table(loaded.model, batches, params)
+        others = all_but_one(loaded.model, batches, chunk=args.chunk, layers=layers)
         bleu = None
         if args.test == "bleu":
             from heads.scoring.bleu_ablation import bleu_ablation

