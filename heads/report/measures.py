@@ -293,10 +293,13 @@ def _ablation(rows: list[dict], sel: Mapping[str, Any]) -> float | Share | None:
     if sel["measure"] == "mean_delta_loss":
         return sum(float(r["delta_loss"]) for r in rows) / len(rows)
     if sel["measure"] == "detectable":
-        # the test's power: the smallest detectable change (relative to the loss) that 90 % of the heads' tests
-        # reach; an upper quantile, since a head whose removal changes nothing has no spread and so a small value
+        # the power of the tests that called a head harmless (not significant at alpha): the change, relative to
+        # the loss, that 90 % of them would have detected; an upper quantile, since a head whose removal changes
+        # nothing has no spread and so a flattering value
         found = sorted(float(r["detectable_relative"]) for r in rows
-                       if number(r.get("detectable_relative")) is not None)
+                       if number(r.get("detectable_relative")) is not None and not (
+                           bool(r.get("significant")) if alpha is None else
+                           isinstance(r.get("p_value"), (int, float)) and r["p_value"] < float(alpha)))
         return found[min(len(found) - 1, math.ceil(0.9 * len(found)) - 1)] if found else None
     count = sum(bool(r.get("significant")) if alpha is None else
                 isinstance(r.get("p_value"), (int, float)) and r["p_value"] < float(alpha) for r in rows)
