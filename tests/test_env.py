@@ -179,7 +179,7 @@ def test_the_lock_honours_pyproject_ranges():
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     lock = env.read_lock()
-    # the extras the lock resolves (.ci/lock.py); the pretrained extra pins its own exact versions instead
+    # the extras the lock resolves (.ci/lock.py): the pretrained extra's packages are the test extra's too
     locked_extras = __import__("runpy").run_path(str(ROOT / ".ci" / "lock.py"))["EXTRAS"].split(",")
     direct = project["dependencies"] + [d for name, ds in project["optional-dependencies"].items()
                                         if name in locked_extras for d in ds]
