@@ -131,6 +131,27 @@ def cmd_rows(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_readme(args: argparse.Namespace) -> int:
+    from heads.io import write_text
+    from heads.report.readme import ReadmeError, refresh
+
+    if not args.readme.is_file():
+        raise fail(f"readme: {args.readme}: no such file")
+    try:
+        text = refresh(args.readme)
+    except ReadmeError as exc:
+        raise fail(f"readme: {exc}") from None
+    if text == args.readme.read_text():
+        print(f"{args.readme}: its ledger blocks are current")
+        return 0
+    if args.check:
+        print(f"{args.readme}: its ledger blocks differ from the ledgers; run: heads readme {args.readme}")
+        return 1
+    write_text(args.readme, text)
+    print(f"{args.readme}: ledger blocks re-rendered")
+    return 0
+
+
 def register(sub) -> None:
     p = sub.add_parser("report", help="render one replication's tables (CSV + Markdown) and figures (PNG)")
     p.add_argument("--runs", type=Path, required=True, help="the run tree, OUT/runs")
@@ -174,6 +195,12 @@ def register(sub) -> None:
                    help="measurements of other machines (results/bench/perturbation.json, machines.json): the "
                    "ledger marks the verdicts any of them flipped as fragile")
     p.set_defaults(func=cmd_claims)
+
+    p = sub.add_parser("readme", help="re-render README's findings blocks (<!-- ledger: PATH --> ... <!-- /ledger -->) "
+                       "from the committed ledgers")
+    p.add_argument("readme", type=Path, nargs="?", default=Path("README.md"))
+    p.add_argument("--check", action="store_true", help="only say whether the blocks are current (exit 1 if not)")
+    p.set_defaults(func=cmd_readme)
 
     p = sub.add_parser("rows", help="the tidy rows of a run tree as CSV: what a report.yaml table spec filters, "
                        "groups and aggregates (one per run, or per head, site, curve level, model ... of an analysis)")

@@ -1,0 +1,67 @@
+"""Findings in README.md rendered from the committed ledgers, never typed by hand.
+
+A block starts at a line ``<!-- ledger: PATH -->`` (PATH a ``claims.csv``, relative to the README) and ends at
+``<!-- /ledger -->``; :func:`refresh` replaces what lies between with the ledger's verdicts as a table, so a
+number in README cannot drift from the ledger it came from (``heads readme`` writes; ``--check`` says whether
+the file is current, which a test asserts for the committed README).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections import Counter
+from pathlib import Path
+
+START = re.compile(r"^<!-- ledger: (?P<path>\S+) -->$")
+END = "<!-- /ledger -->"
+ORDER = ("supported", "not supported", "inconclusive", "failed", "not tested at this scale")
+
+
+class ReadmeError(ValueError):
+    """A README whose ledger blocks are not well formed (an unclosed block, a missing ledger)."""
+
+
+def _number(text: str) -> str:
+    try:
+        return f"{float(text):.3g}"
+    except ValueError:
+        return ""
+
+
+def block(ledger: Path, shown: str | None = None) -> str:
+    """The verdict counts and one row per claim of a ledger: its effect with the 95 % interval and n (``shown``:
+    the ledger's path as the README names it, so the text does not depend on where it is rendered from)."""
+    if not ledger.is_file():
+        raise ReadmeError(f"{ledger}: no such ledger (render it first: heads report / heads claims)")
+    with ledger.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    counts = Counter(r["verdict"] for r in rows)
+    tally = ", ".join(f"{counts[v]} {v}" for v in ORDER if counts[v])
+    lines = [f"{len(rows)} claims: {tally} (`{shown or ledger.as_posix()}`).", "",
+             "| claim | verdict | effect [95 % CI] | n | measured |", "| --- | --- | --- | --- | --- |"]
+    for r in rows:
+        effect = _number(r["effect"])
+        if effect and _number(r["ci_low"]) and _number(r["ci_high"]):
+            effect += f" [{_number(r['ci_low'])}, {_number(r['ci_high'])}]"
+        quantity = r.get("quantity", "").replace("|", "\\|")  # a table cell: GitHub reads \| as a bar
+        measured = f"`{quantity}` {r.get('condition', '')}".strip() if quantity else "-"
+        lines.append(f"| {r['claim']} | {r['verdict']} | {effect or '-'} | {r['n_seeds'] or '-'} | {measured} |")
+    return "\n".join(lines)
+
+
+def refresh(readme: Path) -> str:
+    """README's text with every ledger block re-rendered (ledger paths relative to the README's folder)."""
+    out, lines, i = [], readme.read_text().splitlines(), 0
+    while i < len(lines):
+        out.append(lines[i])
+        m = START.match(lines[i].strip())
+        i += 1
+        if not m:
+            continue
+        end = next((j for j in range(i, len(lines)) if lines[j].strip() == END), None)
+        if end is None:
+            raise ReadmeError(f"{readme}: the block '{lines[i - 1].strip()}' has no closing '{END}'")
+        out += ["", block(readme.parent / m.group("path"), m.group("path")), "", END]
+        i = end + 1
+    return "\n".join(out) + "\n"
