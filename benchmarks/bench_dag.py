@@ -1,7 +1,8 @@
 """Whole-DAG wall-clock: the smoke DAG in a fresh copy of the repository and its no-op rerun (with --tiny-noop, the tiny
 DAG's in an up-to-date checkout, --tree), against the targets of the issue
 (tiny <= 45 min is measured by a real `snakemake --cores 2` run and passed in with --tiny-seconds; each
-replication's small target, <= 150 min, likewise with --small NAME=SECONDS). dag.md lists every `dag.*` entry
+replication's small target, <= 150 min, likewise with --small NAME=SECONDS; the pretrained target, <= 150 min,
+with --pretrained SECONDS). dag.md lists every `dag.*` entry
 summary.json holds, so a later call that measures one thing keeps the others' rows.
 """
 
@@ -41,7 +42,10 @@ def main() -> None:
     p.add_argument("--tiny-seconds", type=float, help="measured wall-clock of the full tiny run, if known")
     p.add_argument("--small", nargs="+", default=[], metavar="NAME=SECONDS",
                    help="measured wall-clock of `snakemake --cores 2 NAME --config preset=small`, per replication")
-    p.add_argument("--conditions", default="", help="how the --small runs were measured (kept in the entry)")
+    p.add_argument("--pretrained", type=float, metavar="SECONDS",
+                   help="measured wall-clock of `snakemake --cores 2 pretrained --config preset=pretrained`, from "
+                   "nothing")
+    p.add_argument("--conditions", default="", help="how the --small or --pretrained runs were measured (kept)")
     p.add_argument("--no-smoke", action="store_true", help="skip the fresh smoke run (minutes)")
     p.add_argument("--tiny-noop", action="store_true",
                    help="time `snakemake --cores N` on an up-to-date tiny tree (refused if it has work to do)")
@@ -81,6 +85,11 @@ def main() -> None:
         extra = {"conditions": args.conditions} if args.conditions else {}
         entries[f"dag.small.{name}.wall_min"] = entry(round(minutes, 1), SMALL_TARGET_MIN,
                                                       minutes <= SMALL_TARGET_MIN, "minutes on 2 cores", **extra)
+    if args.pretrained:
+        minutes = args.pretrained / 60
+        extra = {"conditions": args.conditions} if args.conditions else {}
+        entries["dag.pretrained.wall_min"] = entry(round(minutes, 1), SMALL_TARGET_MIN, minutes <= SMALL_TARGET_MIN,
+                                                   "minutes on 2 cores", **extra)
     update_summary(args.summary, entries)
     text = render(json.loads(args.summary.read_text()))
     write_text(args.out, text)
@@ -89,7 +98,9 @@ def main() -> None:
 
 SMALL_TARGET_MIN = 150
 LABELS = {"dag.smoke.wall_s": "smoke, fresh copy", "dag.smoke.noop_rerun_s": "smoke, no-op rerun",
-          "dag.tiny.noop_rerun_s": "tiny, no-op rerun", "dag.tiny.wall_min": "tiny, full run (`snakemake --cores 2`)"}
+          "dag.tiny.noop_rerun_s": "tiny, no-op rerun", "dag.tiny.wall_min": "tiny, full run (`snakemake --cores 2`)",
+          "dag.pretrained.wall_min": "pretrained, from nothing (`snakemake --cores 2 pretrained --config "
+                                     "preset=pretrained`)"}
 
 
 def render(summary: dict) -> str:
