@@ -229,7 +229,8 @@ def test_shipped_claims_load_and_cover_the_claims_list():
                                               "pretrained"}
     for c in claims:
         assert c.text and (c.not_tested or (c.task and c.a))
-    assert {c.id for c in claims if c.not_tested} == {"D7"}
+    # D7 as a whole; C2-pt-rare: the rare-token role has no definition on a decoder's causal heads yet
+    assert {c.id for c in claims if c.not_tested} == {"D7", "C2-pt-rare"}
     # every claim that can be tested says what its models must reach (``requires: []`` says: nothing)
     assert all(c.declared for c in claims if not c.not_tested)
     assert all(any(p.name == "mt-translates" for p in c.requires) for c in claims if c.task == "mt")

@@ -220,8 +220,8 @@ def test_every_replication_is_one_folder_the_workflow_and_the_report_discover():
     from heads.sheet import replications as with_runs
 
     names = replications(ROOT / "replications")
-    assert names == with_runs(ROOT / "replications") == ["michel2019", "overprovisioning", "training_time",
-                                                           "voita2019"]
+    assert names == with_runs(ROOT / "replications") == ["michel2019", "overprovisioning", "pretrained",
+                                                           "training_time", "voita2019"]
     for name in names:
         assert (ROOT / "replications" / name / "claims.yaml").is_file(), name
         kinds = artefacts(name, ROOT / "replications")  # every listed renderer exists
