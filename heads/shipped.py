@@ -15,6 +15,7 @@ import os
 import shutil
 import uuid
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from heads.io import InputError, checksum_listing, sha256_file, write_json
@@ -86,10 +87,17 @@ def _listing(folder: Path) -> str:
     return checksum_listing(folder, (CHECKSUM, MANIFEST))
 
 
+@lru_cache(maxsize=8)
+def _digest(file: str, size: int, mtime_ns: int) -> str:
+    """A GGUF's sha256, hashed once per process and file version (a command resolves its source several times)."""
+    return sha256_file(file)
+
+
 def converted(gguf: Path, cache: Path, name: str) -> Path:
     """The cached conversion of ``gguf`` (keyed by the file's digest, so a new package version converts anew);
     converted now if absent. A cached folder whose files no longer match its ``CHECKSUM`` is refused."""
-    digest = sha256_file(gguf)
+    stat = gguf.stat()
+    digest = _digest(str(gguf.resolve()), stat.st_size, stat.st_mtime_ns)
     folder = cache / f"{name}-{digest[:12]}"
     if folder.is_dir():
         check(folder)
