@@ -19,9 +19,11 @@ from heads.report.stats import (
     SUPPORTED,
     Estimate,
     decide,
+    decide_binomial,
     decide_equivalence,
     effect_size,
     estimate,
+    holm,
     interval,
     two_level,
     verdict,
@@ -141,6 +143,11 @@ def test_decisions_carry_the_one_sided_p_value_and_say_why_they_are_not_definite
     assert d.p_value == pytest.approx(t.pvalue)
     straddle = decide(estimate([-0.1, 0.2, 0.05]), "greater", 0.0)
     assert straddle.p_value > 0.025 and "threshold" in straddle.reason
+    # a verdict against the claim carries the other side's p: the test that decided it, not the claimed side's
+    against = decide(estimate([-0.5, -0.6, -0.55]), "greater", 0.0)
+    assert against.verdict == NOT_SUPPORTED
+    assert against.p_value == pytest.approx(stats.ttest_1samp([-0.5, -0.6, -0.55], 0.0, alternative="less").pvalue)
+    assert against.p_value < 0.025
     same = decide(estimate([0.0278] * 3), "less", 0.2)
     assert same.p_value is None and "no spread" in same.reason
     few = decide(estimate([0.1, 0.2]), "greater", 0.0)
@@ -158,9 +165,31 @@ def test_equivalence_is_two_one_sided_tests(values, expected):
     assert d.verdict == expected
     lower = stats.ttest_1samp(values, -0.01, alternative="greater").pvalue
     upper = stats.ttest_1samp(values, 0.01, alternative="less").pvalue
-    assert d.p_value == pytest.approx(max(lower, upper))
+    tost = max(lower, upper)
+    # outside the band: below its lower edge or above its upper one
+    outside = min(1 - lower, 1 - upper)
+    # the p that decided: TOST's for "the same", the outside test's for "not the same", the nearer otherwise
+    expected_p = {SUPPORTED: tost, NOT_SUPPORTED: outside, INCONCLUSIVE: min(tost, outside)}[expected]
+    assert d.p_value == pytest.approx(expected_p)
+    assert (d.p_value < 0.025) == (expected != INCONCLUSIVE)
     with pytest.raises(ValueError, match="margin"):
         decide_equivalence(estimate(values), 0.0, 0.0)
+
+
+def test_holm_matches_the_step_down_rule_and_keeps_the_order():
+    adjusted = holm([0.01, 0.04, 0.03, 0.005])
+    # sorted: 0.005*4, 0.01*3, 0.03*2, 0.04*1 -> 0.02, 0.03, 0.06, 0.06 (monotone), back in the input order
+    assert adjusted == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+    assert holm([]) == []
+    with pytest.raises(ValueError, match="non-finite"):
+        holm([float("nan")])
+
+
+def test_binomial_against_the_claim_carries_the_other_sides_p():
+    d = decide_binomial(20, 24, "less", 0.2)
+    assert d.verdict == NOT_SUPPORTED
+    assert d.p_value == pytest.approx(stats.binom.sf(19, 24, 0.2)) and d.p_value < 0.025
 
 
 def test_verdict_rejects_unknown_direction():
@@ -318,6 +347,23 @@ def test_late_improvement_is_the_relative_fall_over_the_last_half():
             {"step": 200, "val_loss": 3.3}, {"step": 210, "train_loss": 3.2}, {"step": 300, "val_loss": 3.2}]
     assert late_improvement(rows) == pytest.approx((3.5 - 3.2) / 3.2)  # the eval at or before step 150
     assert late_improvement(rows[:1]) is None and late_improvement([]) is None
+
+
+def test_projected_improvement_extrapolates_a_power_law_one_doubling_ahead():
+    """On a loss a + b t^-c the fall from T to 2T is the fall from T/2 to T times 2^-c, which the fall from T/4 to
+    T/2 gives: the projection is exact for such a curve, whatever a, b and c."""
+    from heads.report.collect import projected_improvement
+
+    def loss(t: float) -> float:
+        return 2.0 + 5.0 * t ** -0.7
+
+    rows = [{"step": t, "val_loss": loss(t)} for t in (100, 200, 400, 800)]
+    assert projected_improvement(rows) == pytest.approx((loss(800) - loss(1600)) / loss(800))
+    flat = [{"step": t, "val_loss": 3.0} for t in (100, 200, 400)]
+    assert projected_improvement(flat) is None  # no earlier fall: nothing to project
+    rising = [{"step": 100, "val_loss": 3.0}, {"step": 200, "val_loss": 2.9}, {"step": 400, "val_loss": 2.95}]
+    assert projected_improvement(rising) == 0.0  # the last half did not fall: it is done
+    assert projected_improvement(rows[:2]) is None  # a quarter point is needed
 
 
 def test_heads_removed_by_kind_of_site():

@@ -22,6 +22,7 @@ from heads.report.measures import Series, measure, precondition_values
 from heads.report.robustness import FRAGILE, NOT_MEASURED, robustness
 from heads.report.spec import Claim
 from heads.report.stats import (
+    ALPHA,
     FAILED,
     INCONCLUSIVE,
     LEVEL,
@@ -29,7 +30,9 @@ from heads.report.stats import (
     METHOD_BINOMIAL,
     METHOD_EXAMPLES,
     MIN_SEEDS,
+    NOT_SUPPORTED,
     NOT_TESTED,
+    SUPPORTED,
     VERDICTS,
     Decision,
     Estimate,
@@ -40,11 +43,12 @@ from heads.report.stats import (
     decide_exact,
     effect_size,
     estimate,
+    holm,
     two_level,
 )
 
 CSV_COLUMNS = ["claim", "replication", "verdict", "effect", "ci_low", "ci_high", "paper_value", "n_seeds", "method",
-               "p_value", "precondition"]
+               "p_value", "p_adjusted", "precondition"]
 EXTRA_COLUMNS = ["task", "quantity", "condition", "effect_size", "per_seed", "note", "robustness"]
 MAX_REASONS = 3
 RESAMPLES = 1000  # example resamples of a two-level interval (sacrebleu's default for its paired bootstrap)
@@ -65,6 +69,7 @@ class ClaimResult:
     precondition: str = ""
     robustness: str = NOT_MEASURED  # what a perturbation imitating another machine did to this verdict
     method_used: str = ""  # a method other than the claim's test over seeds (the exact binomial on equal counts)
+    p_adjusted: float | None = None  # p_value adjusted over the replication's tests (:func:`adjust`)
 
     @property
     def fragile(self) -> bool:
@@ -177,7 +182,9 @@ def check_preconditions(claim: Claim, tree: RunTree) -> tuple[str, str | None]:
         if not values or problems:
             unmeasured.append(f"{pre.what}: " + (_short(problems) or "no value"))
             continue
-        words = f"{pre.what}: {_values(values)}, needs {pre.bound()} on every seed"
+        # a yardstick run on fewer seeds (a longer training on the first) is said as such, not as "every seed"
+        where = "on every seed" if len(values) > 1 else f"(measured on seed {next(iter(per_seed))} only)"
+        words = f"{pre.what}: {_values(values)}, needs {pre.bound()} {where}"
         if all(pre.holds(v) for v in values):
             met.append(words)
         else:
@@ -216,7 +223,7 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     failed = [msg for s in sides for _, msg in sorted(s.failed.items())]
     unmeasured = [m for s in sides for m in s.missing] + unpaired
     notes = [n for s in sides for n in s.notes]
-    decision = Decision(INCONCLUSIVE)
+    decision, tested = Decision(INCONCLUSIVE), False
     binomial = _one_count(claim, per_seed, a, b) if est.n >= MIN_SEEDS else None
     if binomial is not None:
         (k, n) = binomial
@@ -249,17 +256,45 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     elif est.n == 1 and claim.test != "exact":
         result, lead = INCONCLUSIVE, "one seed only: no interval"
     else:
-        result, lead = decision.verdict, decision.reason
+        result, lead, tested = decision.verdict, decision.reason, True
     if idle and (est.n or failed):
         notes.append(f"left out, nothing pruned: {_short(idle)}")
     parts = [lead] + ([f"missing: {_short(unmeasured)}"] if unmeasured else []) + list(dict.fromkeys(notes))
     if claim.note:
         parts.append(claim.note)
+    if claim.choice:
+        parts.append(f"our choice: {claim.choice}")
     if claim.seeds_are:
         parts.append(f"seeds are {claim.seeds_are}")
-    return ClaimResult(claim, result, est, None if binomial else effect_size(est, claim.null), per_seed,
-                       "; ".join(p for p in parts if p), decision.p_value, precondition,
+    # a p-value only where its test decided the verdict (a blocked or unmeasured claim ran no test)
+    return ClaimResult(claim, result, est, _effect_size(claim, est) if not binomial else None, per_seed,
+                       "; ".join(p for p in parts if p), decision.p_value if tested else None, precondition,
                        method_used=METHOD_BINOMIAL if binomial else "")
+
+
+def _effect_size(claim: Claim, est: Estimate) -> float | None:
+    """Standardised distance from the claim's threshold (Cohen's d_z for paired differences): the same yardstick
+    for every kind of claim, where the null alone would measure a ratio against 0."""
+    return effect_size(est, claim.threshold if claim.test == "directional" else claim.null)
+
+
+def adjust(results: Sequence[ClaimResult]) -> None:
+    """Holm's adjustment (:func:`heads.report.stats.holm`) over each replication's tests, in place: the family is
+    the claims of one replication whose test ran (those with a p-value). A verdict its own test made definite
+    that the adjusted p no longer carries becomes *inconclusive*, saying so."""
+    families: dict[str, list[ClaimResult]] = {}
+    for r in results:
+        if r.p_value is not None:
+            families.setdefault(r.claim.replication, []).append(r)
+    for family in families.values():
+        for r, p in zip(family, holm([r.p_value for r in family]), strict=True):
+            r.p_adjusted = p
+            if r.verdict in (SUPPORTED, NOT_SUPPORTED) and p >= ALPHA:
+                r.note = "; ".join(x for x in (
+                    f"{r.verdict} by its own test (p {r.p_value:.2g}) but not after Holm's adjustment over the "
+                    f"{len(family)} tests of replication {r.claim.replication} (adjusted p {p:.2g} >= {ALPHA:g})",
+                    r.note) if x)
+                r.verdict = INCONCLUSIVE
 
 
 def _one_count(claim: Claim, per_seed: dict[int, float], a: Series, b: Series | None) -> tuple[int, int] | None:
@@ -278,6 +313,7 @@ def evaluate_all(claims: Sequence[Claim], tree: RunTree,
     """Every claim; ``measurement`` (one or several :func:`heads.report.robustness.load`) says which verdicts are
     fragile."""
     results = [evaluate(c, tree) for c in claims]
+    adjust(results)
     for r in results:
         r.robustness = robustness(r.claim.id, r.verdict, measurement, r.estimate.mean)
     return results
@@ -296,9 +332,10 @@ def ledger_table(results: Sequence[ClaimResult]) -> Table:
         e, c = r.estimate, r.claim
         per_seed = " ".join(f"{k}:{v:.4f}" for k, v in sorted(r.per_seed.items()))
         rows.append([c.id, c.replication, r.verdict, e.mean, e.ci_low, e.ci_high, _paper(c.paper_value), e.n,
-                     r.method, r.p_value, r.precondition, c.task, c.quantity(),
+                     r.method, r.p_value, r.p_adjusted, r.precondition, c.task, c.quantity(),
                      "" if c.not_tested else c.condition(), r.effect_size, per_seed, r.note, r.robustness])
-    return Table("claims", CSV_COLUMNS + EXTRA_COLUMNS, rows, formats={"effect_size": ".2f", "p_value": ".2g"})
+    return Table("claims", CSV_COLUMNS + EXTRA_COLUMNS, rows, formats={"effect_size": ".2f", "p_value": ".2g",
+                                                                        "p_adjusted": ".2g"})
 
 
 def _interval(e: Estimate, exact: bool = False) -> str:
@@ -332,6 +369,12 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
         "claimed side of the threshold (null + tolerance; a one-sided t-test at 2.5 %) and *not supported* when it "
         "lies wholly on the other side; an equivalence claim (\"no noticeable loss\") is *supported* when the "
         "interval lies inside null ± margin (two one-sided tests) and *not supported* when it lies wholly outside. "
+        "Both tests are one-sided at 2.5 % per side (the equivalence test's two one-sided tests each at 2.5 %). "
+        "The p column is the p-value that decided the verdict: the one-sided test of the side the verdict names "
+        "(the claimed side for *supported*, the other side for *not supported*, the smaller of the two for "
+        "*inconclusive*). Multiplicity: each replication's tested claims (those with a p) are one family, "
+        "adjusted by Holm's step-down method (p adjusted); a verdict stands only where its adjusted p is under "
+        "2.5 %, else it is *inconclusive*, saying so. "
         "A share of units (heads, sites) that every seed counted alike has no spread over seeds; it is tested by "
         "the exact binomial over one seed's units instead (Clopper-Pearson interval; the method column says so). "
         f"Otherwise, with fewer than {MIN_SEEDS} seeds, with every seed giving the same value, or with a seed that "
@@ -345,15 +388,15 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
         "",
         *([f"**Environments differ:** {environments}.", ""] if environments else []),
         "| claim | replication | task | claim text | quantity | our effect [95 % CI] | claimed | n seeds "
-        "| p | paper | verdict | precondition | note |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| p | p adjusted | paper | verdict | precondition | note |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
         c = r.claim
         paper = " ".join(x for x in (_paper(c.paper_value), f"({c.paper})" if c.paper else "") if x)
         cells = [c.id, c.replication, c.task or "–", c.text, f"`{c.quantity()}`" if c.quantity() else "–",
                  _interval(r.estimate, c.test == "exact"), "–" if c.not_tested else c.condition(),
-                 str(r.estimate.n), _p(r.p_value),
+                 str(r.estimate.n), _p(r.p_value), _p(r.p_adjusted),
                  paper or "–", f"**{r.verdict}**" + (" (fragile)" if r.fragile else ""),
                  r.precondition or "–", "; ".join(x for x in (r.note, r.robustness if r.fragile else "") if x) or "–"]
         lines.append("| " + " | ".join(x.replace("|", "\\|").replace("\n", " ") for x in cells) + " |")

@@ -170,6 +170,30 @@ def late_improvement(metrics: list[dict]) -> float | None:
     return (half[1] - final) / final
 
 
+def projected_improvement(metrics: list[dict]) -> float | None:
+    """How much the validation loss would still fall if training ran twice as long, relative to the final loss,
+    projected from the run's own evaluations: on a power law ``a + b t^-c`` each doubling of the steps falls by
+    the same factor ``2^-c``, so the fall from T to 2T is the fall from T/2 to T times its ratio to the fall
+    from T/4 to T/2. A per-seed convergence check for every arm without a longer run; None with fewer than
+    three evaluations at those points, or where the earlier fall was not a fall (noise: nothing to project)."""
+    evals = [(int(r["step"]), float(r["val_loss"])) for r in metrics
+             if isinstance(r.get("step"), int) and number(r.get("val_loss")) is not None]
+    if len(evals) < 3 or evals[-1][0] <= 0:
+        return None
+    last_step, final = evals[-1]
+
+    def at(step: float) -> tuple[int, float] | None:
+        return max((e for e in evals if e[0] <= step), key=lambda e: e[0], default=None)
+
+    half, quarter = at(last_step / 2), at(last_step / 4)
+    if half is None or quarter is None or not quarter[0] < half[0] < last_step or final <= 0:
+        return None
+    late, early = half[1] - final, quarter[1] - half[1]
+    if early <= 0:
+        return None
+    return max(late, 0.0) * min(late / early, 1.0) / final if late > 0 else 0.0
+
+
 def _cpu_rate(metrics: list[dict], upto: int) -> float | None:
     """Tokens per CPU second over the steps up to ``upto`` (the last record there): throughput on the clock that
     jobs beside the run move less than its wall-clock; None for runs that logged no CPU time."""
@@ -239,6 +263,7 @@ def _record(run: Run, metric: str | None, root: Path) -> dict:
         record[key] = number(s.get(key))
     record["steps"] = number(s.get("steps", s.get("step")))
     record["late_improvement"] = late_improvement(metrics) if run.status == "ok" else None
+    record["projected_improvement"] = projected_improvement(metrics) if run.status == "ok" else None
     if record["final_val_loss"] is None and run.status != "ok":
         vals = [r["val_loss"] for r in metrics if number(r.get("val_loss")) is not None]
         record["final_val_loss"] = vals[-1] if vals else None
@@ -380,6 +405,11 @@ class RunTree:
                     if isinstance(data, dict):
                         envs[f"{task}/analysis/{kind}/{arm}/seed{seed}"] = data.get("environment")
         return envs
+
+    def reads(self) -> set[str]:
+        """What was read since :meth:`reset_reads`: run names (``task/variant/strategy/ratio/seedN``, failed ones
+        too) and kinds of analysis (``task/analysis/kind``)."""
+        return set(self._read_runs) | {f"{task}/analysis/{kind}" for task, kind in self._read_kinds}
 
     def _arms(self, task: str, kind: str) -> dict[str, dict]:
         self._read_kinds.add((task, kind))

@@ -54,7 +54,8 @@ def _result(row: Mapping[str, str], claim: Claim) -> ClaimResult:
                    examples=examples)
     return ClaimResult(claim, row["verdict"], est, _float(row["effect_size"]), _per_seed(row["per_seed"]),
                        row["note"], _float(row["p_value"]), row["precondition"], row["robustness"],
-                       method_used=row["method"] if row["method"] == METHOD_BINOMIAL else "")
+                       method_used=row["method"] if row["method"] == METHOD_BINOMIAL else "",
+                       p_adjusted=_float(row["p_adjusted"]))
 
 
 def read_ledger(path: str | Path, claims: Mapping[str, Claim]) -> list[ClaimResult]:

@@ -49,6 +49,7 @@ KEYS = {
 }
 SOURCES = tuple(KEYS)
 TTT_FIELDS = {"time_to_target", "steps_to_target", "cpu_time_to_target"}
+FROM_SOURCE = {"value_change"}  # run fields computed against the run a model was pruned from (RunTree)
 
 
 class SelectorError(ValueError):
@@ -186,7 +187,11 @@ def _run(tree: RunTree, sel: Mapping[str, Any]) -> Series:
         series.missing.append(f"{task}: {len(groups)} run groups match ({names}); name one or add pick")
         return series
     (v, s, q), = groups
-    chosen = tree.note_read([r for r in runs if (r.variant, r.strategy, r.ratio) == (v, s, q)])
+    tree.note_read(runs)  # the groups not picked were read too: which one is picked depends on them
+    chosen = [r for r in runs if (r.variant, r.strategy, r.ratio) == (v, s, q)]
+    if fld in FROM_SOURCE:  # a field computed against the run it was pruned from reads that run as well
+        for run in chosen:
+            tree.run(run.from_run or "")
     if len({(r.variant, r.strategy, r.ratio) for r in runs}) > 1:
         series.notes.append(f"picked {chosen[0].group}")
     series.label = f"{task}/{chosen[0].group} {fld}"
@@ -293,11 +298,11 @@ def _ablation(rows: list[dict], sel: Mapping[str, Any]) -> float | Share | None:
     if sel["measure"] == "mean_delta_loss":
         return sum(float(r["delta_loss"]) for r in rows) / len(rows)
     if sel["measure"] == "detectable":
-        # the power of the tests that called a head harmless (not significant at alpha): the change, relative to
-        # the loss, that 90 % of them would have detected; an upper quantile, since a head whose removal changes
-        # nothing has no spread and so a flattering value
-        found = sorted(float(r["detectable_relative"]) for r in rows
-                       if number(r.get("detectable_relative")) is not None and not (
+        # the power of the tests that called a head harmless (not significant at alpha): the change (relative to
+        # the loss, or in accuracy points) that 90 % of them would have detected; an upper quantile, since a head
+        # whose removal changes nothing has no spread and so a flattering value
+        found = sorted(float(r["detectable_scaled"]) for r in rows
+                       if number(r.get("detectable_scaled")) is not None and not (
                            bool(r.get("significant")) if alpha is None else
                            isinstance(r.get("p_value"), (int, float)) and r["p_value"] < float(alpha)))
         return found[min(len(found) - 1, math.ceil(0.9 * len(found)) - 1)] if found else None

@@ -24,11 +24,14 @@ def _heads(data: Any, arm: str, knob: float | None) -> Iterator[dict]:
     for r in as_list(data.get("heads")):
         if isinstance(r, dict) and isinstance(r.get("site"), str) and all(
                 number(r.get(k)) is not None for k in ("head", "delta_loss")):
-            # the smallest change its loss test detects, relative to the model's loss (the unit of the claims)
+            # the smallest change its test detects in the claims' unit: relative to the model's loss for a loss
+            # test, in accuracy points (a share of examples) for an accuracy test
             base, detectable = number(data.get("baseline_loss")), number(r.get("detectable"))
-            relative = detectable / base if data.get("test") == "loss" and detectable is not None and base else None
-            yield {**r, **_site(r["site"]), "head": int(r["head"]), "test": data.get("test"),
-                   "lowers_loss": r["delta_loss"] < 0, "detectable_relative": relative}
+            test = data.get("test")
+            scaled = None if detectable is None else detectable / base if test == "loss" and base else (
+                detectable if test == "accuracy" else None)
+            yield {**r, **_site(r["site"]), "head": int(r["head"]), "test": test,
+                   "lowers_loss": r["delta_loss"] < 0, "detectable_scaled": scaled}
 
 
 def _all_but_one(data: Any, arm: str, knob: float | None) -> Iterator[dict]:

@@ -16,7 +16,7 @@ from heads.report.stats import DIRECTIONS, TESTS
 KINDS = {"value": 0.0, "paired_difference": 0.0, "paired_ratio": 1.0}  # kind -> default null_value
 REQUIRED = ("id", "text")
 KNOWN = {"id", "text", "task", "kind", "a", "b", "direction", "tolerance", "null_value", "relative", "paper_value",
-         "paper", "note", "not_tested", "target", "test", "margin", "requires"}
+         "paper", "note", "not_tested", "target", "test", "margin", "requires", "choice"}
 PRECONDITION_KEYS = {"what", "a", "b", "at_least", "at_most", "why"}
 # Preconditions every replication may name (replications/preconditions.yaml); a claims.yaml may add its own.
 SHARED = "preconditions.yaml"
@@ -76,6 +76,8 @@ class Claim:
     # model's seeds are disjoint shards of its test text): said in the note, and the seeds then already sample
     # the examples, so no second, example-level interval is added
     seeds_are: str | None = None
+    # where a threshold, margin or budget that is not the source's own comes from (said in the ledger's note)
+    choice: str = ""
 
     @property
     def threshold(self) -> float:
@@ -187,7 +189,7 @@ def parse_claim(raw: Mapping[str, Any], replication: str, where: str,
         raise ClaimSpecError(f"{where}: unknown keys {unknown}; known: {sorted(KNOWN)}")
     common = {"id": str(raw["id"]), "text": str(raw["text"]).strip(), "replication": replication,
               "task": raw.get("task"), "paper_value": raw.get("paper_value"), "paper": str(raw.get("paper", "")),
-              "note": str(raw.get("note", ""))}
+              "note": str(raw.get("note", "")), "choice": str(raw.get("choice", "")).strip()}
     if raw.get("not_tested"):
         return Claim(**common, not_tested=str(raw["not_tested"]).strip())
     kind = raw.get("kind", "value")

@@ -10,12 +10,17 @@ Two tests, both at 2.5 % per side (the two-sided 95 % interval):
 
 - **directional** (``greater`` / ``less`` than a threshold): *supported* when
   the whole interval lies on the claimed side, *not supported* when it lies
-  wholly on the other side; the p-value is the one-sided t-test's against the
-  threshold (supported exactly when p < 0.025).
+  wholly on the other side.
 - **equivalence** ("no noticeable loss", "the same quality"): two one-sided
   tests against ``null ± margin``; *supported* when the interval lies inside
-  the band, *not supported* when it lies wholly outside it; the p-value is the
-  larger of the two one-sided ones.
+  the band, *not supported* when it lies wholly outside it.
+
+The p-value a decision carries is the one that decided it: the one-sided test
+of the side the verdict names (the claimed side for *supported*, the other for
+*not supported*; the smaller of the two for *inconclusive*), so a verdict is
+definite exactly when that p is under 2.5 %. :func:`holm` adjusts a family of
+them for multiplicity (Holm's step-down, which holds the family-wise error at
+the same 2.5 % per side whatever the tests' dependence).
 
 No verdict rests on fewer than :data:`MIN_SEEDS` values or on values that are
 all equal (a zero-width interval says nothing varied, not that we are sure).
@@ -36,6 +41,7 @@ from scipy import optimize as _opt
 from scipy import stats as _st
 
 LEVEL = 0.95
+ALPHA = (1 - LEVEL) / 2  # each one-sided test's level: a verdict is definite when its p is under this
 MIN_SEEDS = 3
 
 SUPPORTED = "supported"
@@ -197,6 +203,9 @@ def _one_sided_p(est: Estimate, threshold: float, side: str) -> float:
     return float(_st.t.sf(t, est.dof) if side == "greater" else _st.t.cdf(t, est.dof))
 
 
+_OTHER = {"greater": "less", "less": "greater"}
+
+
 def _usable(est: Estimate) -> str:
     """Why these values cannot carry a verdict ('' when they can)."""
     if est.n < MIN_SEEDS:
@@ -214,13 +223,14 @@ def decide(est: Estimate, direction: str, threshold: float) -> Decision:
     if why:
         return Decision(INCONCLUSIVE, None, why)
     p = _one_sided_p(est, threshold, direction)
+    p_other = _one_sided_p(est, threshold, _OTHER[direction])
     above, below = est.ci_low > threshold, est.ci_high < threshold
     claimed, other = (above, below) if direction == "greater" else (below, above)
     if claimed:
         return Decision(SUPPORTED, p)
     if other:
-        return Decision(NOT_SUPPORTED, p)
-    return Decision(INCONCLUSIVE, p, f"the interval reaches the threshold {threshold:+.4g}")
+        return Decision(NOT_SUPPORTED, p_other)
+    return Decision(INCONCLUSIVE, min(p, p_other), f"the interval reaches the threshold {threshold:+.4g}")
 
 
 def clopper_pearson(k: int, n: int, confidence: float = LEVEL) -> tuple[float, float]:
@@ -243,16 +253,17 @@ def decide_binomial(k: int, n: int, direction: str, threshold: float) -> Decisio
     low, high = clopper_pearson(k, n)
     if not 0 < threshold < 1:  # a share is always on one side of a threshold outside (0, 1)
         side = threshold <= 0 if direction == "greater" else threshold >= 1
-        return Decision(SUPPORTED if side else NOT_SUPPORTED, 0.0 if side else 1.0)
-    # one-sided p of "the true share is on the claimed side", against a share at the threshold
-    p = float(_st.binom.cdf(k, n, threshold) if direction == "less" else _st.binom.sf(k - 1, n, threshold))
+        return Decision(SUPPORTED if side else NOT_SUPPORTED, 0.0)
+    # one-sided p of "the true share is below (above) the threshold", against a share at the threshold
+    below, above = float(_st.binom.cdf(k, n, threshold)), float(_st.binom.sf(k - 1, n, threshold))
+    p, p_other = (below, above) if direction == "less" else (above, below)
     claimed, other = (low > threshold, high < threshold)[:: 1 if direction == "greater" else -1]
     if claimed:
         return Decision(SUPPORTED, p)
     if other:
-        return Decision(NOT_SUPPORTED, p)
-    return Decision(INCONCLUSIVE, p, f"the exact interval [{low:.4g}, {high:.4g}] reaches the threshold "
-                                     f"{threshold:+.4g}")
+        return Decision(NOT_SUPPORTED, p_other)
+    return Decision(INCONCLUSIVE, min(p, p_other), f"the exact interval [{low:.4g}, {high:.4g}] reaches the "
+                                                   f"threshold {threshold:+.4g}")
 
 
 def decide_equivalence(est: Estimate, null: float, margin: float) -> Decision:
@@ -264,11 +275,13 @@ def decide_equivalence(est: Estimate, null: float, margin: float) -> Decision:
         return Decision(INCONCLUSIVE, None, why)
     low, high = null - margin, null + margin
     p = max(_one_sided_p(est, low, "greater"), _one_sided_p(est, high, "less"))
+    # outside the band: below it or above it, whichever side the effect lies on
+    p_out = min(_one_sided_p(est, low, "less"), _one_sided_p(est, high, "greater"))
     if low < est.ci_low and est.ci_high < high:
         return Decision(SUPPORTED, p)
     if est.ci_high < low or est.ci_low > high:
-        return Decision(NOT_SUPPORTED, p)
-    return Decision(INCONCLUSIVE, p, f"the interval leaves the band [{low:+.4g}, {high:+.4g}]")
+        return Decision(NOT_SUPPORTED, p_out)
+    return Decision(INCONCLUSIVE, min(p, p_out), f"the interval leaves the band [{low:+.4g}, {high:+.4g}]")
 
 
 def decide_exact(values: Sequence[float], holds: Callable[[float], bool], condition: str) -> Decision:
@@ -286,6 +299,20 @@ def decide_exact(values: Sequence[float], holds: Callable[[float], bool], condit
     if all(met):
         return Decision(SUPPORTED)
     return Decision(NOT_SUPPORTED, None, f"{x[0]:.6g} on every seed, not {condition}")
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of a family of p-values, in their order: the i-th smallest times the number
+    of tests not yet passed (m - i + 1), made monotone and capped at 1. A test is rejected at level alpha
+    exactly when its adjusted p is under alpha."""
+    p = _finite(p_values)
+    m = p.size
+    out = np.empty(m)
+    running = 0.0
+    for rank, i in enumerate(np.argsort(p, kind="stable")):
+        running = max(running, min(1.0, (m - rank) * float(p[i])))
+        out[i] = running
+    return [float(x) for x in out]
 
 
 def verdict(est: Estimate, direction: str, threshold: float) -> str:

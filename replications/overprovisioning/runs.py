@@ -16,7 +16,8 @@ def _posthoc(task: str, source: str, variant: str, arm: str, ratio: float, seed:
 
 def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
     """Per task and seed: the baseline; per ratio, the pruned baseline, its fine-tune and a uniform scratch run;
-    per matched ratio, a scratch run at the exact layout the pruned baseline ended with; with ``gqa``, the
+    per post-hoc-only ratio, the pruned baseline alone; per matched ratio, a scratch run at the exact layout the
+    pruned baseline ended with; with ``gqa``, the
     grouped-query and narrow models of A3; with ``longer_baseline``, the baseline trained twice as long (whether
     the baseline has converged)."""
     out = []
@@ -37,6 +38,10 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                     RunSpec(run_label(task, "scratch", "uniform", r, seed), "train", REPLICATION, task, seed,
                             "scratch", "uniform", r, strategy="scratch", params={"ratio": r}),
                 ]
+            # A1's other end (30 %): pruned and evaluated only, nothing trained from it
+            for r in settings.get("posthoc_ratios", {}).get(task, []):
+                if r not in ratios:
+                    out.append(_posthoc(task, base.label, "posthoc", scorer, r, seed, scorer))
             for r in settings["matched_ratios"]:
                 pruned = run_label(task, "posthoc", scorer, r, seed)
                 out.append(RunSpec(run_label(task, "scratch", "matched", r, seed), "train", REPLICATION, task, seed,
