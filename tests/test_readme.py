@@ -12,13 +12,13 @@ from heads.cli.common import UserError
 from heads.report.readme import ReadmeError, block, refresh
 
 ROOT = Path(__file__).resolve().parents[1]
-HEADER = ("claim,replication,verdict,effect,ci_low,ci_high,paper_value,n_seeds,method,p_value,precondition,task,"
-          "quantity,condition,effect_size,per_seed,note,robustness\n")
+HEADER = ("claim,replication,verdict,effect,ci_low,ci_high,paper_value,n_seeds,method,p_value,p_adjusted,precondition,"
+          "task,quantity,condition,effect_size,per_seed,note,robustness\n")
 
 
 def _ledger(path: Path) -> Path:
-    path.write_text(HEADER + 'A1-x,r,supported,0.0123,0.01,0.0146,1,4,m,0.001,met,lm,(a - b) / |b|,< +0.033,,,,\n'
-                    'B1-x,r,not tested at this scale,,,,,0,,,not met,lm,share,< +0.2,,,,\n')
+    path.write_text(HEADER + 'A1-x,r,supported,0.0123,0.01,0.0146,1,4,m,0.001,0.002,met,lm,(a - b) / |b|,< +0.033,,,,'
+                    '\nB1-x,r,not tested at this scale,,,,,0,,,,not met,lm,share,< +0.2,,,,\n')
     return path
 
 
@@ -27,6 +27,27 @@ def test_a_block_is_the_ledgers_verdicts_with_their_intervals(tmp_path):
     assert "2 claims: 1 supported, 1 not tested at this scale" in text
     assert "| A1-x | supported | 0.0123 [0.01, 0.0146] | 4 | `(a - b) / \\|b\\|` < +0.033 |" in text
     assert "| B1-x | not tested at this scale | - | 0 |" in text
+
+
+def test_a_brief_block_names_the_untested_claims_in_one_line(tmp_path):
+    text = block(_ledger(tmp_path / "claims.csv"), brief=True)
+    assert "| A1-x | supported |" in text and "| B1-x |" not in text
+    assert text.endswith("Not tested at this scale (the ledger says why): B1-x.")
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- ledger: claims.csv brief -->\n<!-- /ledger -->\n")
+    assert "| B1-x |" not in refresh(readme) and "B1-x." in refresh(readme)
+
+
+def test_a_ledger_judged_by_older_rules_says_so(tmp_path):
+    """A ledger written before the p_adjusted column (Holm, scale gates) is shown, but not as a current one."""
+    old = tmp_path / "claims.csv"
+    lines = _ledger(old).read_text().splitlines()
+    cut = lines[0].split(",").index("p_adjusted")
+    old.write_text("\n".join(",".join(x for i, x in enumerate(line.split(",")) if i != cut) for line in lines) + "\n")
+    text = block(old)
+    assert "**Judged by the rules before multiplicity and scale gates**" in text
+    assert "| A1-x | supported | 0.0123 [0.01, 0.0146] | 4 |" in text
+    assert "Judged by the rules before" not in block(_ledger(tmp_path / "new.csv"))
 
 
 def test_refresh_replaces_only_what_lies_between_the_markers(tmp_path):

@@ -1,9 +1,10 @@
 """Findings in README.md rendered from the committed ledgers, never typed by hand.
 
-A block starts at a line ``<!-- ledger: PATH -->`` (PATH a ``claims.csv``, relative to the README) and ends at
-``<!-- /ledger -->``; :func:`refresh` replaces what lies between with the ledger's verdicts as a table, so a
-number in README cannot drift from the ledger it came from (``heads readme`` writes; ``--check`` says whether
-the file is current, which a test asserts for the committed README).
+A block starts at a line ``<!-- ledger: PATH -->`` (PATH a ``claims.csv``, relative to the README; with
+``brief`` after it, rows only for the claims that were tested) and ends at ``<!-- /ledger -->``;
+:func:`refresh` replaces what lies between with the ledger's verdicts as a table, so a number in README cannot
+drift from the ledger it came from (``heads readme`` writes; ``--check`` says whether the file is current, which
+a test asserts for the committed README).
 """
 
 from __future__ import annotations
@@ -13,9 +14,14 @@ import re
 from collections import Counter
 from pathlib import Path
 
-START = re.compile(r"^<!-- ledger: (?P<path>\S+) -->$")
+START = re.compile(r"^<!-- ledger: (?P<path>\S+)(?P<brief> brief)? -->$")
 END = "<!-- /ledger -->"
+UNTESTED = "not tested at this scale"
 ORDER = ("supported", "not supported", "inconclusive", "failed", "not tested at this scale")
+STALE = ("**Judged by the rules before multiplicity and scale gates** (this ledger has no `p_adjusted` column): "
+         "its verdicts are not Holm-adjusted, and the convergence-on-every-seed, model-size, similarity-reach "
+         "and ablation-power preconditions were not applied. Re-render it from its runs to judge it by the "
+         "current rules.")
 
 
 class ReadmeError(ValueError):
@@ -29,24 +35,37 @@ def _number(text: str) -> str:
         return ""
 
 
-def block(ledger: Path, shown: str | None = None) -> str:
+def block(ledger: Path, shown: str | None = None, brief: bool = False) -> str:
     """The verdict counts and one row per claim of a ledger: its effect with the 95 % interval and n (``shown``:
-    the ledger's path as the README names it, so the text does not depend on where it is rendered from)."""
+    the ledger's path as the README names it, so the text does not depend on where it is rendered from).
+    ``brief``: rows only for the claims that were tested, without the quantity (the ledger's page has it); the
+    untested ones are named in one line."""
     if not ledger.is_file():
         raise ReadmeError(f"{ledger}: no such ledger (render it first: heads report / heads claims)")
     with ledger.open(newline="") as f:
-        rows = list(csv.DictReader(f))
+        reader = csv.DictReader(f)
+        rows = list(reader)
+        current = "p_adjusted" in (reader.fieldnames or [])
     counts = Counter(r["verdict"] for r in rows)
     tally = ", ".join(f"{counts[v]} {v}" for v in ORDER if counts[v])
-    lines = [f"{len(rows)} claims: {tally} (`{shown or ledger.as_posix()}`).", "",
-             "| claim | verdict | effect [95 % CI] | n | measured |", "| --- | --- | --- | --- | --- |"]
+    # a ledger judged by older rules says so, rather than passing for a current one
+    stale = [] if current else ["", STALE]
+    lines = [f"{len(rows)} claims: {tally} (`{shown or ledger.as_posix()}`).", *stale, "",
+             *(["| claim | verdict | effect [95 % CI] | n |", "| --- | --- | --- | --- |"] if brief else
+               ["| claim | verdict | effect [95 % CI] | n | measured |", "| --- | --- | --- | --- | --- |"])]
+    untested = [r["claim"] for r in rows if r["verdict"] == UNTESTED] if brief else []
     for r in rows:
+        if r["claim"] in untested:
+            continue
         effect = _number(r["effect"])
         if effect and _number(r["ci_low"]) and _number(r["ci_high"]):
             effect += f" [{_number(r['ci_low'])}, {_number(r['ci_high'])}]"
         quantity = r.get("quantity", "").replace("|", "\\|")  # a table cell: GitHub reads \| as a bar
         measured = f"`{quantity}` {r.get('condition', '')}".strip() if quantity else "-"
-        lines.append(f"| {r['claim']} | {r['verdict']} | {effect or '-'} | {r['n_seeds'] or '-'} | {measured} |")
+        row = f"| {r['claim']} | {r['verdict']} | {effect or '-'} | {r['n_seeds'] or '-'} |"
+        lines.append(row if brief else f"{row} {measured} |")
+    if untested:
+        lines += ["", f"{UNTESTED.capitalize()} (the ledger says why): {', '.join(untested)}."]
     return "\n".join(lines)
 
 
@@ -62,6 +81,6 @@ def refresh(readme: Path) -> str:
         end = next((j for j in range(i, len(lines)) if lines[j].strip() == END), None)
         if end is None:
             raise ReadmeError(f"{readme}: the block '{lines[i - 1].strip()}' has no closing '{END}'")
-        out += ["", block(readme.parent / m.group("path"), m.group("path")), "", END]
+        out += ["", block(readme.parent / m.group("path"), m.group("path"), bool(m.group("brief"))), "", END]
         i = end + 1
     return "\n".join(out) + "\n"
