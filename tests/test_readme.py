@@ -45,7 +45,7 @@ def test_a_ledger_judged_by_older_rules_says_so(tmp_path):
     cut = lines[0].split(",").index("p_adjusted")
     old.write_text("\n".join(",".join(x for i, x in enumerate(line.split(",")) if i != cut) for line in lines) + "\n")
     text = block(old)
-    assert "**Judged by the rules before multiplicity and scale gates**" in text
+    assert "**Judged by the rules before multiplicity and scale gates** (this ledger has no `p_adjusted`" in text
     assert "| A1-x | supported | 0.0123 [0.01, 0.0146] | 4 |" in text
     assert "Judged by the rules before" not in block(_ledger(tmp_path / "new.csv"))
 

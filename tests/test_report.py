@@ -577,6 +577,22 @@ def test_whole_ledger_merges_the_replications_own_and_says_which_have_not_run(tr
     rows = {r["claim"]: r for r in csv.DictReader((part / "claims.csv").open())}
     assert rows[left[0].id]["verdict"] == "inconclusive" and "predates this claim" in rows[left[0].id]["note"]
 
+    # a ledger judged before the p_adjusted column: merged as it is, each of its rows saying so
+    older = tmp_path / "older" / "claims.csv"
+    older.parent.mkdir()
+    with (tmp_path / names[0] / "claims.csv").open(newline="") as f:
+        table = list(csv.reader(f))
+    cut = table[0].index("p_adjusted")
+    with older.open("w", newline="") as f:
+        csv.writer(f).writerows([row[:cut] + row[cut + 1:] for row in table])
+    assert _cli(["claims", "--ledgers", str(older), *ledgers[1:], "--replications", str(REPLICATIONS),
+                 "--out", str(part)]) == 0
+    rows = {r["claim"]: r for r in csv.DictReader((part / "claims.csv").open())}
+    mine = [c.id for c in load_all(REPLICATIONS, [names[0]])]
+    assert all(rows[i]["note"].startswith("judged by the rules before multiplicity") and rows[i]["p_adjusted"] == ""
+               for i in mine)
+    assert not any("judged by the rules before" in rows[c.id]["note"] for c in load_all(REPLICATIONS, names[1:2]))
+
     with pytest.raises(SystemExit, match="is in both"):
         _cli(["claims", "--ledgers", ledgers[0], ledgers[0], "--replications", str(REPLICATIONS), "--out", str(part)])
     with pytest.raises(SystemExit, match="no such file"):

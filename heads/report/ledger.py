@@ -26,6 +26,10 @@ from heads.report.spec import Claim
 from heads.report.stats import INCONCLUSIVE, METHOD, METHOD_BINOMIAL, METHOD_EXAMPLES, Estimate
 
 ENVIRONMENTS = "environments.json"
+# a replication ledger from before the p_adjusted column: merged as it is, each row saying so
+OLDER_RULES = ("judged by the rules before multiplicity and scale gates (its replication's ledger has no "
+               "p_adjusted column: re-render it from its runs)")
+OPTIONAL = ("p_adjusted",)
 BASELINES = "baselines.csv"
 
 
@@ -52,10 +56,12 @@ def _result(row: Mapping[str, str], claim: Claim) -> ClaimResult:
     examples = row["method"] == METHOD_EXAMPLES[claim.test] != METHOD[claim.test]
     est = Estimate(n, _float(row["effect"]), _float(row["ci_low"]), _float(row["ci_high"]), None,
                    examples=examples)
+    older = "p_adjusted" not in row
+    note = "; ".join(x for x in (OLDER_RULES if older else "", row["note"]) if x)
     return ClaimResult(claim, row["verdict"], est, _float(row["effect_size"]), _per_seed(row["per_seed"]),
-                       row["note"], _float(row["p_value"]), row["precondition"], row["robustness"],
+                       note, _float(row["p_value"]), row["precondition"], row["robustness"],
                        method_used=row["method"] if row["method"] == METHOD_BINOMIAL else "",
-                       p_adjusted=_float(row["p_adjusted"]))
+                       p_adjusted=None if older else _float(row["p_adjusted"]))
 
 
 def read_ledger(path: str | Path, claims: Mapping[str, Claim]) -> list[ClaimResult]:
@@ -63,7 +69,7 @@ def read_ledger(path: str | Path, claims: Mapping[str, Claim]) -> list[ClaimResu
     path = Path(path)
     with path.open(newline="") as f:
         reader = csv.DictReader(f)
-        missing = [c for c in CSV_COLUMNS + EXTRA_COLUMNS if c not in (reader.fieldnames or [])]
+        missing = [c for c in CSV_COLUMNS + EXTRA_COLUMNS if c not in (reader.fieldnames or []) and c not in OPTIONAL]
         if missing:
             raise LedgerError(f"{path}: not a ledger written by heads (no column {', '.join(missing)})")
         rows = list(reader)

@@ -14,14 +14,16 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from heads.report.ledger import OLDER_RULES
+
 START = re.compile(r"^<!-- ledger: (?P<path>\S+)(?P<brief> brief)? -->$")
 END = "<!-- /ledger -->"
 UNTESTED = "not tested at this scale"
 ORDER = ("supported", "not supported", "inconclusive", "failed", "not tested at this scale")
-STALE = ("**Judged by the rules before multiplicity and scale gates** (this ledger has no `p_adjusted` column): "
-         "its verdicts are not Holm-adjusted, and the convergence-on-every-seed, model-size, similarity-reach "
-         "and ablation-power preconditions were not applied. Re-render it from its runs to judge it by the "
-         "current rules.")
+STALE = ("**Judged by the rules before multiplicity and scale gates** ({scope}): those verdicts are not "
+         "Holm-adjusted, and the convergence-on-every-seed, model-size, similarity-reach and ablation-power "
+         "preconditions were not applied to them. Re-render them from their runs to judge them by the current "
+         "rules.")
 
 
 class ReadmeError(ValueError):
@@ -48,8 +50,12 @@ def block(ledger: Path, shown: str | None = None, brief: bool = False) -> str:
         current = "p_adjusted" in (reader.fieldnames or [])
     counts = Counter(r["verdict"] for r in rows)
     tally = ", ".join(f"{counts[v]} {v}" for v in ORDER if counts[v])
-    # a ledger judged by older rules says so, rather than passing for a current one
-    stale = [] if current else ["", STALE]
+    # a ledger judged by older rules says so, rather than passing for a current one; a merged ledger, for the
+    # replications whose own ledger was
+    older = sorted({r["replication"] for r in rows if OLDER_RULES in r.get("note", "")})
+    scope = "this ledger has no `p_adjusted` column" if not current else (
+        f"the claims of {', '.join(older)}, whose own ledgers have no `p_adjusted` column" if older else "")
+    stale = ["", STALE.format(scope=scope)] if scope else []
     lines = [f"{len(rows)} claims: {tally} (`{shown or ledger.as_posix()}`).", *stale, "",
              *(["| claim | verdict | effect [95 % CI] | n |", "| --- | --- | --- | --- |"] if brief else
                ["| claim | verdict | effect [95 % CI] | n | measured |", "| --- | --- | --- | --- | --- |"])]
