@@ -577,6 +577,21 @@ def test_whole_ledger_merges_the_replications_own_and_says_which_have_not_run(tr
     rows = {r["claim"]: r for r in csv.DictReader((part / "claims.csv").open())}
     assert rows[left[0].id]["verdict"] == "inconclusive" and "predates this claim" in rows[left[0].id]["note"]
 
+    # a replication that does not run at this preset (its settings are null there): not tested, saying why
+    assert _cli(["claims", "--ledgers", *ledgers, "--replications", str(REPLICATIONS), "--preset", "tiny",
+                 "--out", str(part)]) == 0
+    rows = {r["claim"]: r for r in csv.DictReader((part / "claims.csv").open())}
+    pretrained = [c.id for c in load_all(REPLICATIONS, ["pretrained"])]
+    assert "pretrained" in names and pretrained
+    whole_rows = {r["claim"]: r["verdict"] for r in csv.DictReader((merged / "claims.csv").open())}
+    assert all(rows[i]["verdict"] == whole_rows[i] for i in pretrained)  # its ledger is given: it is merged
+    assert _cli(["claims", "--ledgers", *[x for x in ledgers if "pretrained" not in x], "--replications",
+                 str(REPLICATIONS), "--preset", "tiny", "--out", str(part)]) == 0
+    rows = {r["claim"]: r for r in csv.DictReader((part / "claims.csv").open())}
+    assert all(rows[i]["verdict"] == "not tested at this scale" and rows[i]["note"] ==
+               "replication 'pretrained' does not run at preset 'tiny' (its settings.yaml sets it to null)"
+               for i in pretrained)
+
     # a ledger judged before the p_adjusted column: merged as it is, each of its rows saying so
     older = tmp_path / "older" / "claims.csv"
     older.parent.mkdir()

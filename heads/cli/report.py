@@ -67,6 +67,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _not_run_at(args: argparse.Namespace) -> dict[str, str]:
+    """Replication -> why it does not run at ``--preset`` (its settings there are null), none without it."""
+    if not getattr(args, "preset", None):
+        return {}
+    from heads.sheet import SheetError, dag_for, replications
+
+    try:
+        running = dag_for(args.replications, args.preset)
+    except (SheetError, KeyError, FileNotFoundError) as exc:
+        raise fail(f"claims: --preset {args.preset}: {exc}") from None
+    return {name: f"replication {name!r} does not run at preset {args.preset!r} (its settings.yaml sets it to null)"
+            for name in replications(args.replications) if name not in running}
+
+
 def cmd_claims(args: argparse.Namespace) -> int:
     from collections import Counter
 
@@ -99,7 +113,7 @@ def cmd_claims(args: argparse.Namespace) -> int:
         folders = [p.parent for p in ledgers]
         baselines = [f / "baselines.csv" for f in folders if (f / "baselines.csv").is_file()]
         try:
-            results = merge_results(ledgers, claims, measurement)
+            results = merge_results(ledgers, claims, measurement, _not_run_at(args))
             table = merge_baselines(baselines)
         except (LedgerError, OSError) as exc:
             raise fail(f"claims: {exc}") from None
@@ -191,6 +205,8 @@ def register(sub) -> None:
                         "replication is not given is inconclusive, saying it has not run")
     p.add_argument("--replications", type=Path, default=Path("replications"), help="folder of replication specs")
     p.add_argument("--out", type=Path, required=True, help="folder for CLAIMS.md and claims.csv, e.g. OUT")
+    p.add_argument("--preset", help="with --ledgers: the preset the ledgers are of; the claims of a replication "
+                   "that does not run at it (its settings.yaml says null) are not tested at this scale, saying so")
     p.add_argument("--robustness", type=Path, nargs="+",
                    help="measurements of other machines (results/bench/perturbation.json, machines.json): the "
                    "ledger marks the verdicts any of them flipped as fragile")

@@ -23,7 +23,7 @@ from heads.report.claims import CSV_COLUMNS, EXTRA_COLUMNS, ClaimResult, declare
 from heads.report.fmt import Table
 from heads.report.robustness import robustness
 from heads.report.spec import Claim
-from heads.report.stats import INCONCLUSIVE, METHOD, METHOD_BINOMIAL, METHOD_EXAMPLES, Estimate
+from heads.report.stats import INCONCLUSIVE, METHOD, METHOD_BINOMIAL, METHOD_EXAMPLES, NOT_TESTED, Estimate
 
 ENVIRONMENTS = "environments.json"
 # a replication ledger from before the p_adjusted column: merged as it is, each row saying so
@@ -99,9 +99,11 @@ def _missing(claim: Claim, merged: bool) -> ClaimResult:
 
 
 def merge_results(paths: Sequence[str | Path], claims: Sequence[Claim],
-                  measurement: dict | list[dict] | None = None) -> list[ClaimResult]:
-    """Every declared claim, in the specs' order: from the ledger that has it, else *inconclusive* (not run).
-    ``measurement`` marks fragile verdicts, as :func:`heads.report.claims.evaluate_all` does."""
+                  measurement: dict | list[dict] | None = None,
+                  not_run: Mapping[str, str] | None = None) -> list[ClaimResult]:
+    """Every declared claim, in the specs' order: from the ledger that has it, else *inconclusive* (not run), or
+    *not tested at this scale* where its replication does not run at this preset (``not_run``: replication ->
+    why). ``measurement`` marks fragile verdicts, as :func:`heads.report.claims.evaluate_all` does."""
     by_id = {c.id: c for c in claims}
     found: dict[str, tuple[ClaimResult, Path]] = {}
     for path in map(Path, paths):
@@ -110,7 +112,15 @@ def merge_results(paths: Sequence[str | Path], claims: Sequence[Claim],
                 raise LedgerError(f"claim {r.claim.id} is in both {found[r.claim.id][1]} and {path}")
             found[r.claim.id] = (r, path)
     merged = {r.claim.replication for r, _ in found.values()}
-    results = [found[c.id][0] if c.id in found else _missing(c, c.replication in merged) for c in claims]
+    not_run = not_run or {}
+
+    def absent(c: Claim) -> ClaimResult:
+        if c.replication in not_run:
+            why = not_run[c.replication]
+            return ClaimResult(c, NOT_TESTED, note=why, precondition="not met: " + why)
+        return _missing(c, c.replication in merged)
+
+    results = [found[c.id][0] if c.id in found else absent(c) for c in claims]
     for r in results:
         r.robustness = robustness(r.claim.id, r.verdict, measurement, r.estimate.mean)
     return results

@@ -122,8 +122,10 @@ rule claims:
     conda:
         "../../environment.yml"
     params:
+        preset=PRESET,
         folder=lambda w, output: os.path.dirname(output.md),
         robustness=("--robustness " + " ".join(ROBUSTNESS)) if ROBUSTNESS else "",
     shell:
-        "heads claims --ledgers {input.ledgers:q} --replications replications --out {params.folder:q} "
+        "heads claims --ledgers {input.ledgers:q} --replications replications --preset {params.preset} "
+        "--out {params.folder:q} "
         "{params.robustness} > {log:q} 2>&1"
