@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -206,11 +207,28 @@ def parse_overrides(items: list[str]) -> dict:
     return out
 
 
+class YamlLoader(yaml.SafeLoader):
+    """YAML as a config means it: only true and false are booleans (YAML 1.1 also reads yes/no/on/off as
+    booleans, so a label named "no" would become False)."""
+
+
+YamlLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in found if tag != "tag:yaml.org,2002:bool"]
+    for first, found in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+YamlLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                                 list("tTfF"))
+
+
+def load_yaml(text: str) -> Any:
+    """A config's YAML (a file or a command-line value), with :class:`YamlLoader`'s booleans."""
+    return yaml.load(text, Loader=YamlLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def _scalar(raw: str) -> Any:
     """YAML's reading of a command-line value, plus what YAML 1.1 misses: ``1e-4`` is a float."""
     if raw == "":
         return None
-    value = yaml.safe_load(raw)
+    value = load_yaml(raw)
     if isinstance(value, str):
         try:
             return float(value)

@@ -192,6 +192,47 @@ def check_output_folder(folder: Path, patterns: Iterable[str], command: str, hin
         raise OutputConflict(f"{command}: {folder} holds {shown}, which {command} did not write; {hint}")
 
 
+# a folder holding one of these is a run folder (a training run's, or a pruned model's evaluated record)
+RUN_MARKS = ("metrics.jsonl", "checkpoint", "summary.json")
+# a run's parts that only the run itself writes: no command writes into them, --overwrite or not
+RUN_OWN = ("checkpoint", "model", "snapshots")
+# what prune writes (a model, its record and, with --evaluate, its evaluation): pruning.json marks it as prune's
+PRUNE_MARK = "pruning.json"
+PRUNE_ENTRIES = (*MODEL_ENTRIES, "summary.json")
+
+
+def is_run_folder(folder: Path) -> bool:
+    return folder.is_dir() and any((folder / mark).exists() for mark in RUN_MARKS)
+
+
+def enclosing_run(path: Path) -> tuple[Path, Path] | None:
+    """The nearest run folder strictly above ``path`` and ``path`` relative to it, else None."""
+    path = Path(path).resolve()
+    for folder in path.parents:
+        if is_run_folder(folder):
+            return folder, path.relative_to(folder)
+    return None
+
+
+def check_not_a_record(out: Path, command: str) -> None:
+    """Refuse an output path (file or folder) that is a run's own part (``checkpoint/``, ``model/``,
+    ``snapshots/`` or anything in them) or one of a run folder's record files: writing there would destroy the
+    run (it could never resume, or would report another model), so no flag allows it."""
+    for parent in Path(out).absolute().parents:  # below a file nothing can be written: say so before any work
+        if parent.exists() and not parent.is_dir():
+            raise OutputConflict(f"{command}: --out {out}: {parent} is a file, not a folder")
+    found = enclosing_run(out)
+    if found is None:
+        return
+    run, rel = found
+    if rel.parts[0] in RUN_OWN:
+        raise OutputConflict(f"{command}: --out {out} lies in the run folder {run}'s own {rel.parts[0]}/, which "
+                             "only the run writes; write elsewhere")
+    if len(rel.parts) == 1 and any(fnmatch(rel.name, p) for p in RUN_ENTRIES):
+        raise OutputConflict(f"{command}: --out {out} is the record {rel.name} of the run folder {run}; "
+                             "write elsewhere")
+
+
 def contains(outer: Path, inner: Path) -> bool:
     """Whether ``inner`` is ``outer`` or lies inside it (both resolved)."""
     outer, inner = Path(outer).resolve(), Path(inner).resolve()

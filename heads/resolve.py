@@ -10,9 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import yaml
-
-from heads.config import ConfigError, RunConfig, merge, parse_overrides, validate
+from heads.config import ConfigError, RunConfig, load_yaml, merge, parse_overrides, validate
 from heads.presets import preset_for
 
 
@@ -25,7 +23,7 @@ def resolve(task: str, preset: str, file: str | Path | None = None, overrides: l
     merge(config, preset_for(task, preset))
     if file is not None:
         text = Path(file).read_text()
-        loaded = json.loads(text) if str(file).endswith(".json") else yaml.safe_load(text)
+        loaded = json.loads(text) if str(file).endswith(".json") else load_yaml(text)
         merge(config, loaded or {})
     merge(config, parse_overrides(overrides or []))
     if config.task != task:

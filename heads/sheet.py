@@ -129,6 +129,7 @@ def dag_for(root: str | Path, preset: str, overrides: Mapping[str, Any] | None =
     for key in ("custom", "tasks"):
         if key in overrides:
             dag[key] = overrides.pop(key)
+    _check_task_sections(dag.get("tasks"), preset)
     for name in replications(root):
         path = Path(root) / name / "settings.yaml"
         doc = yaml.safe_load(path.read_text()) if path.is_file() else {}
@@ -151,6 +152,22 @@ def dag_for(root: str | Path, preset: str, overrides: Mapping[str, Any] | None =
     if overrides:
         raise SheetError(f"dag overrides name no replication: {sorted(overrides)}; replications: {replications(root)}")
     return dag
+
+
+def _check_task_sections(tasks: Any, preset: str) -> None:
+    """The workflow config's ``dag.<preset>.tasks`` (task -> run-config sections laid under its runs), checked
+    against the run configuration's types before any job runs, with the key named."""
+    from heads.config import ConfigError, RunConfig, merge
+
+    if tasks is None:
+        return
+    if not isinstance(tasks, Mapping):
+        raise SheetError(f"dag.{preset}.tasks must map a task to run-config sections, got {tasks!r}")
+    for task, sections in tasks.items():
+        try:
+            merge(RunConfig(task=str(task)), dict(sections or {}))
+        except (ConfigError, TypeError, ValueError) as exc:
+            raise SheetError(f"dag.{preset}.tasks.{task}: {exc}") from None
 
 
 @dataclass
@@ -383,8 +400,17 @@ def custom(entries: Iterable[Mapping[str, Any]], seeds: Iterable[int]) -> list[R
     ``{label, task, strategy, ratio, params}`` becomes a ``during`` run per seed. ``ratio`` reaches the
     strategy as its ``ratio`` parameter unless ``params`` sets it."""
     out = []
+    entries = list(entries)
+    labels = [c.get("label") for c in entries]
+    repeated = sorted({str(x) for x in labels if labels.count(x) > 1})
+    if repeated:  # one arm per label: two strategies under one label would be read as one arm's runs
+        raise SheetError(f"custom: labels {repeated} name more than one entry; give each entry its own label")
     for c in entries:
-        ratio = float(c.get("ratio", 0.0))
+        try:
+            ratio = float(c.get("ratio", 0.0))
+        except (TypeError, ValueError):
+            raise SheetError(f"custom entry {c.get('label')!r}: ratio must be a number, got {c.get('ratio')!r}") \
+                from None
         params = dict(c.get("params") or {})
         if "ratio" in c:
             params.setdefault("ratio", ratio)

@@ -4,6 +4,7 @@ network), and the smoke preset's prepared data and tokenizers (prepared once per
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -259,3 +260,27 @@ def heads_train_killed(
         _, status = os.waitpid(pid, 0)
         assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, f"child ended with {status}"
     assert not (out / "summary.json").exists()
+
+
+# -- the fault suites' run (tests/test_faults_cli.py, tests/test_faults_round2.py) -----------------------------
+FAULT_STEPS = ["train.steps=4", "train.log_every=2", "train.eval_every=2", "train.checkpoint_every=2",
+               "train.progress=false"]
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> dict:
+    """A finished smoke `lm` run (4 steps) and its prepared data; tests copy the run before damaging it."""
+    from heads.cli import main
+
+    root = tmp_path_factory.mktemp("faults")
+    data = f"data.root={root / 'data'}"
+    run = root / "run"
+    assert main(["train", "--task", "lm", "--preset", "smoke", "--out", str(run), data, *FAULT_STEPS]) == 0
+    return {"root": root, "run": run, "data": data}
+
+
+@pytest.fixture
+def run(base, tmp_path) -> Path:
+    copy = tmp_path / "run"
+    shutil.copytree(base["run"], copy)
+    return copy

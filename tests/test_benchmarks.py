@@ -154,26 +154,26 @@ def test_perturbation_compares_two_run_trees_and_marks_fragile_verdicts(tmp_path
                "--out", str(out), monkeypatch=monkeypatch)
     data = load(out.with_suffix(".json"))
     assert data["claims"]["D5-lm"] == {**data["claims"]["D5-lm"], "base": "supported", "perturbed": "not supported"}
-    assert data["claims"]["D1-lm"]["base"] == data["claims"]["D1-lm"]["perturbed"] == "supported"
+    assert data["claims"]["D5-lm-later"]["base"] == data["claims"]["D5-lm-later"]["perturbed"] == "supported"
     assert set(data["claims"]) == {c for c in data["claims"] if c.startswith("D")}  # training_time only
     moved = {(m["task"], m["field"]): m for m in data["runs"]}
     assert moved[("lm", "redundancy_ratio")]["moved"] == 3 and moved[("lm", "value")]["moved"] == 0
     assert data["runs_identical"] == data["runs_compared"] - 3
     assert "D5-lm | supported | not supported **(changed)**" in out.read_text()
     assert robustness("D5-lm", "supported", data).startswith("fragile: not supported under kernels at default")
-    assert robustness("D1-lm", "supported", data).startswith("same verdict under")
-    assert robustness("D1-lm", "inconclusive", data).startswith(f"{NOT_MEASURED} for this verdict")
+    assert robustness("D5-lm-later", "supported", data).startswith("same verdict under")
+    assert robustness("D5-lm-later", "inconclusive", data).startswith(f"{NOT_MEASURED} for this verdict")
     assert robustness("B5-cls", "supported", data) == robustness("B5-cls", "supported", None) == NOT_MEASURED
     # the measurement is of the runs whose effect it compared: a ledger of other runs (another preset) is not
-    d1 = data["claims"]["D1-lm"]["effect_base"]
-    assert robustness("D1-lm", "supported", data, d1).startswith("same verdict under")
-    assert robustness("D1-lm", "supported", data, d1 + 0.5).startswith(f"{NOT_MEASURED} on these runs")
-    assert robustness("D1-lm", "supported", data, None).startswith(f"{NOT_MEASURED} on these runs")
+    d1 = data["claims"]["D5-lm-later"]["effect_base"]
+    assert robustness("D5-lm-later", "supported", data, d1).startswith("same verdict under")
+    assert robustness("D5-lm-later", "supported", data, d1 + 0.5).startswith(f"{NOT_MEASURED} on these runs")
+    assert robustness("D5-lm-later", "supported", data, None).startswith(f"{NOT_MEASURED} on these runs")
     for nothing in (0.0, 3e-5, float("nan")):  # what any runs may give, to the ledger's 4 decimals
-        assert "cannot show" in robustness("D1-lm", "supported", data, nothing)
-    assert robustness("D1-lm", "supported", data, round(d1, 4)).startswith("same verdict under")  # read back
-    legacy = {**data, "claims": {"D1-lm": {"base": "supported", "perturbed": "supported"}}}  # no effect kept
-    assert robustness("D1-lm", "supported", legacy, d1 + 0.5).startswith("same verdict under")
+        assert "cannot show" in robustness("D5-lm-later", "supported", data, nothing)
+    assert robustness("D5-lm-later", "supported", data, round(d1, 4)).startswith("same verdict under")  # read back
+    legacy = {**data, "claims": {"D5-lm-later": {"base": "supported", "perturbed": "supported"}}}  # no effect kept
+    assert robustness("D5-lm-later", "supported", legacy, d1 + 0.5).startswith("same verdict under")
 
 
 def _results(folder: Path, verdict: str, bleu: str, seconds: str) -> Path:

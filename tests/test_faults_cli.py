@@ -53,23 +53,6 @@ def refused(argv: list[str], capsys, *fragments: str) -> str:
     return lines[0]
 
 
-@pytest.fixture(scope="module")
-def base(tmp_path_factory) -> dict:
-    """A finished smoke `lm` run (4 steps) and its prepared data; tests copy the run before damaging it."""
-    root = tmp_path_factory.mktemp("faults")
-    data = f"data.root={root / 'data'}"
-    run = root / "run"
-    assert main(["train", "--task", "lm", "--preset", "smoke", "--out", str(run), data, *SHORT]) == 0
-    return {"root": root, "run": run, "data": data}
-
-
-@pytest.fixture
-def run(base, tmp_path) -> Path:
-    copy = tmp_path / "run"
-    shutil.copytree(base["run"], copy)
-    return copy
-
-
 def train_argv(out: Path, base: dict, *overrides: str) -> list[str]:
     return ["train", "--task", "lm", "--preset", "smoke", "--out", str(out), base["data"], *SHORT, *overrides]
 
@@ -180,7 +163,8 @@ def test_bad_command_options_are_refused_not_reinterpreted(base, tmp_path, capsy
     refused(["prune", run, "--keep", "2", "--evaluate", "--out", str(out)], capsys, "--evaluate needs --strategy")
     refused(["ablate", run, "--chunk", "0", "--out", str(tmp_path / "a.json")], capsys, "--chunk must be >= 1")
     refused(["evaluate", run, "--out", str(tmp_path)], capsys, "is a folder")
-    refused(["evaluate", run, "--out", str(base["run"] / "summary.json")], capsys, "is a record of the folder")
+    refused(["evaluate", run, "--out", str(base["run"] / "summary.json")], capsys,
+            "is the record summary.json of the run folder")
     assert not out.exists()
 
 
@@ -191,7 +175,10 @@ def test_a_model_family_that_cannot_do_the_task_is_refused(base, tmp_path, capsy
     refused([*argv, f"model.source={base['run'] / 'model'}"], capsys, "LlamaForCausalLM", "cannot do task 'mt'",
             "families that can: ['marian']")
     refused([*argv, "model.family=llama"], capsys, "model.family: 'llama' cannot do task 'mt'")
-    refused(["evaluate", str(base["run"]), "--task", "cls", "--preset", "smoke"], capsys, "cannot do task 'cls'")
+    bare = tmp_path / "bare"  # a model folder without its run: the --task given is the one that applies
+    shutil.copytree(base["run"] / "model", bare)
+    refused(["evaluate", str(bare), "--task", "cls", "--preset", "smoke", base["data"]], capsys,
+            "cannot do task 'cls'")
     assert not out.exists()
 
 

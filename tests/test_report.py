@@ -431,12 +431,15 @@ def test_tasks_keep_other_replications_runs_out_of_the_tables(tree_root, tmp_pat
 
 def test_figures_only_and_an_empty_tree(tmp_path, capsys):
     out = tmp_path / "fig"
+    (tmp_path / "nothing").mkdir()  # a tree with no run yet: empty figures
     assert _cli(["report", "--runs", str(tmp_path / "nothing"), "--replication", "training_time", "--out", str(out),
                  "--figures-only"]) == 0
     assert sorted(p.name for p in out.iterdir()) == sorted(
         f"{f}.png" for f in artefacts("training_time", REPLICATIONS)["figures"])
     with pytest.raises(SystemExit, match="unknown replication"):
         _cli(["report", "--runs", str(tmp_path), "--replication", "nope", "--out", str(out)])
+    with pytest.raises(SystemExit, match="no such folder"):  # a mistyped tree is not an empty one
+        _cli(["report", "--runs", str(tmp_path / "nowhere"), "--replication", "training_time", "--out", str(out)])
 
 
 def test_tables_mark_significance_and_count_failures(tree_root, tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Sequence
@@ -41,6 +42,23 @@ def _is_input_error(exc: BaseException) -> bool:
     return isinstance(exc, (InputError, ConfigError))
 
 
+INTERRUPTED = 130  # the shell's status for a process ended by SIGINT (128 + 2)
+# file-system errors a user fixes from the path alone: one line, never a traceback
+FS_ERRORS = {errno.ENOTDIR: "a path component is a file, not a folder", errno.EEXIST: "it exists already",
+             errno.EACCES: "permission denied", errno.EPERM: "permission denied",
+             errno.EROFS: "a read-only file system", errno.ENOSPC: "no space left on the device",
+             errno.EDQUOT: "the disk quota is exceeded", errno.EISDIR: "it is a folder, not a file"}
+
+
+def _fs_message(exc: OSError) -> str | None:
+    """One line for a file-system error a user can fix from the path, else None."""
+    why = FS_ERRORS.get(exc.errno or -1)
+    if why is None:
+        return None
+    paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p)
+    return f"{paths}: {why}" if paths else why
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # --debug may stand anywhere (after the command too); it never collides with a KEY=VALUE override.
@@ -61,11 +79,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(one_line(exc), file=sys.stderr)
         raise
+    except KeyboardInterrupt:
+        # a run interrupted keeps its last checkpoint; the same command resumes it
+        print(f"heads {args.command}: interrupted; run the same command again to resume", file=sys.stderr)
+        return INTERRUPTED
     except BrokenPipeError:
         # The reader stopped reading (`heads plan | head`): not this command's failure. Point stdout at nothing so
         # the interpreter's final flush does not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:
+        why = _fs_message(exc)
+        if debug or why is None:
+            raise
+        message = f"heads {args.command}: {why}"
+        print(message, file=sys.stderr)
+        raise UserError(message) from None
     except Exception as exc:
         if debug or not _is_input_error(exc):
             raise

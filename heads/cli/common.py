@@ -62,7 +62,7 @@ def data_root(args: argparse.Namespace) -> str:
 
 def add_run_options(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--task", required=required, help="lm | mt | cls | cls_hard | coherence (heads list shows all)")
-    p.add_argument("--preset", default="tiny", help="smoke | tiny | small | paper (default tiny)")
+    p.add_argument("--preset", help="smoke | tiny | small | paper (default tiny; a run folder's own config wins)")
     p.add_argument("--config", type=Path, help="YAML/JSON config file applied over the preset")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. train.lr=3e-4 data.root=resources/data")
 
@@ -71,10 +71,12 @@ def _check_config_file(file: Path) -> None:
     """A --config file that exists and holds a mapping: a missing file or bad YAML named with its line."""
     import yaml
 
+    from heads.config import load_yaml
+
     if not file.is_file():
         raise fail(f"--config {file}: no such file")
     try:
-        data = read_json(file, "JSON") if file.suffix == ".json" else yaml.safe_load(file.read_text())
+        data = read_json(file, "JSON") if file.suffix == ".json" else load_yaml(file.read_text())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f", line {mark.line + 1}" if mark is not None else ""
@@ -83,18 +85,35 @@ def _check_config_file(file: Path) -> None:
         raise fail(f"--config {file}: holds a {type(data).__name__}, not a mapping of config sections")
 
 
+DEFAULT_PRESET = "tiny"
+
+
+def _agrees_with_run(args: argparse.Namespace, run_dir: Path, data: dict) -> None:
+    """A run folder's own config.json wins: a --task, --preset or --config that says otherwise is refused rather
+    than silently replacing it (a --task or --preset the run already has is accepted: it changes nothing)."""
+    where = f"{run_dir} is a run with its own config.json"
+    hint = "drop it, or change a key of the run's config with KEY=VALUE"
+    if args.task and args.task != data.get("task"):
+        raise fail(f"--task {args.task}: {where} (task {data.get('task')!r}); {hint}")
+    if args.preset and args.preset != data.get("preset"):
+        raise fail(f"--preset {args.preset}: {where} (preset {data.get('preset')!r}); {hint}")
+    if getattr(args, "config", None) is not None:
+        raise fail(f"--config {args.config}: {where}; {hint}")
+
+
 def run_config(args: argparse.Namespace, run_dir: Path | None = None):
     """The run configuration: a run folder's own config.json (plus overrides), else task + preset."""
     from heads.config import ConfigError, merge, parse_overrides
     from heads.resolve import check_run, resolve
 
     try:
-        if run_dir is not None and (run_dir / "config.json").exists() and not args.task:
+        if run_dir is not None and (run_dir / "config.json").exists():
             from heads.resolve import from_dict
 
             data = read_json(run_dir / "config.json", "a run configuration")
             if not isinstance(data, dict):
                 raise fail(f"{run_dir / 'config.json'}: not a run configuration (a {type(data).__name__})")
+            _agrees_with_run(args, run_dir, data)
             try:
                 cfg = from_dict(data)
             except ConfigError as exc:
@@ -106,7 +125,7 @@ def run_config(args: argparse.Namespace, run_dir: Path | None = None):
             raise fail("--task is required unless the source is a run folder with config.json")
         if args.config is not None:
             _check_config_file(Path(args.config))
-        return resolve(args.task, args.preset, args.config, args.overrides)
+        return resolve(args.task, args.preset or DEFAULT_PRESET, args.config, args.overrides)
     except (ConfigError, KeyError) as exc:
         raise fail(f"bad configuration: {exc.args[0] if isinstance(exc, KeyError) else exc}") from None
 
@@ -256,6 +275,12 @@ def check_out_file(out: Path | None) -> None:
     out = Path(out)
     if out.is_dir():
         raise fail(f"--out {out} is a folder; name a file to write the result to")
+    from heads.io import OutputConflict, check_not_a_record
+
+    try:
+        check_not_a_record(out, "heads")
+    except OutputConflict as exc:
+        raise fail(str(exc).removeprefix("heads: ")) from None
     parent = out.resolve().parent
     records: list[str] = []
     if any((parent / n).exists() for n in ("metrics.jsonl", "summary.json", "checkpoint")):

@@ -91,20 +91,33 @@ def parse_remove(items: Sequence[str]) -> dict[str, list[int]]:
 def check_prune_out(out: Path, source: Path, overwrite: bool) -> None:
     """``--out`` never replaces the source, a folder holding it, the working directory, or (without
     ``--overwrite``) a folder prune did not write: a run folder's model, or one holding other files."""
-    from heads.io import MODEL_ENTRIES, OutputConflict, check_output_folder, contains
+    from heads.io import (
+        PRUNE_ENTRIES,
+        PRUNE_MARK,
+        OutputConflict,
+        check_not_a_record,
+        check_output_folder,
+        contains,
+        is_run_folder,
+    )
 
     for keep, what in ((source, "the source it reads"), (Path.cwd(), "the working directory")):
         if contains(out, keep):
             raise OutputConflict(f"prune: --out {out} is or holds {what} ({keep}); write the pruned model elsewhere")
+    check_not_a_record(out, "prune")  # a run's checkpoint/, model/ or records: never, --overwrite or not
+    if is_run_folder(out) and not (out / PRUNE_MARK).is_file():
+        raise OutputConflict(f"prune: --out {out} is a run folder; write the pruned model elsewhere")
     if overwrite:
         return
     hint = "choose a new --out, or pass --overwrite to replace it"
     parent = out.resolve().parent
-    if any((parent / name).exists() for name in ("metrics.jsonl", "summary.json", "checkpoint")):
+    if is_run_folder(parent):
         raise OutputConflict(f"prune: --out {out} lies inside the run folder {parent}; {hint}")
-    check_output_folder(out, MODEL_ENTRIES, "prune", hint)
-    if out.is_dir() and any(out.iterdir()) and not (out / "config.json").is_file():
-        raise OutputConflict(f"prune: --out {out} holds files but no model (no config.json); {hint}")
+    check_output_folder(out, PRUNE_ENTRIES, "prune", hint)
+    # prune replaces only what it wrote itself (its pruning.json says so): a model folder of the user's own,
+    # however model-like, is kept
+    if out.is_dir() and any(out.iterdir()) and not (out / PRUNE_MARK).is_file():
+        raise OutputConflict(f"prune: --out {out} holds files prune did not write (no {PRUNE_MARK}); {hint}")
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
@@ -176,7 +189,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
             loaded.tokenizer.save_pretrained(tmp)
             record = {"strategy": args.strategy, "params": parse_params(args.param), "removed": remove,
                       **({"domains": list(args.domains), "stratified": bool(args.stratify)} if args.domains else {})}
-            write_json(tmp / "pruning.json", with_environment(record, model))
+        else:  # --keep or --remove: what was asked, so the folder says it is prune's (and may be replaced by it)
+            record = {"keep": args.keep, "remove": parse_remove(args.remove) if args.remove else None}
+        write_json(tmp / "pruning.json", with_environment(record, model))
+        if loaded is not None:
             if args.evaluate:
                 with loaded.placement.autocast():
                     result, columns = examples.split_off(

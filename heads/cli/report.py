@@ -24,6 +24,8 @@ def _listed(text: str | None, flag: str, what: str) -> list[str] | None:
 def _tree(runs: Path, tasks: list[str] | None = None, labels: list[str] | None = None):
     from heads.report import RunTree
 
+    if not Path(runs).is_dir():
+        raise fail(f"--runs {runs}: no such folder (the run tree a DAG writes is OUT/runs)")
     tree = RunTree(runs, tasks=tasks, labels=labels)
     for task in sorted(set(tasks or ()) - set(tree.tasks)):
         print(f"heads: warning: no runs or analyses of task {task!r} under {runs}", file=sys.stderr)
@@ -135,7 +137,9 @@ def cmd_rows(args: argparse.Namespace) -> int:
 
     if args.kind not in ("runs", *KINDS):
         raise fail(f"rows: unknown kind {args.kind!r}; known: {', '.join(['runs', *KINDS])}")
-    table = frame(_tree(args.runs, _listed(args.tasks, "--tasks", "task")), args.kind)
+    tree = _tree(args.runs, _listed(args.tasks, "--tasks", "task"))
+    table = frame(tree, args.kind)
+    _warn(tree)
     if args.out is None:
         print(table.to_csv(index=False), end="")
         return 0

@@ -58,20 +58,23 @@ def json_files(root: Path) -> list[Path]:
     return sorted(found)
 
 
-def read_jsonl_tolerant(path: Path) -> list[dict]:
-    """JSON lines; a torn last line (a run killed mid-write) is skipped, not fatal."""
+def read_jsonl_tolerant(path: Path, problems: list[str] | None = None) -> list[dict]:
+    """JSON lines; a line that is not a JSON object (torn by a kill mid-write, or damaged) is skipped, not fatal,
+    and said in ``problems`` (the readers warn: a skipped line can change what is derived from the others)."""
     if not path.is_file():
         return []
     out = []
-    for line in path.read_text().splitlines():
+    for number_, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except ValueError:
-            continue
+            obj = None
         if isinstance(obj, dict):
             out.append(obj)
+        elif problems is not None:
+            problems.append(f"{path} line {number_}: not a JSON object; skipped")
     return out
 
 
@@ -228,9 +231,9 @@ def _memory_at_prune(run: Run) -> dict[str, float | None]:
     return out
 
 
-def _load(run: Run, summary: Any, reason: str | None) -> None:
-    run.metrics = read_jsonl_tolerant(run.path / "metrics.jsonl")
-    run.events = read_jsonl_tolerant(run.path / "events.jsonl")
+def _load(run: Run, summary: Any, reason: str | None, problems: list[str] | None = None) -> None:
+    run.metrics = read_jsonl_tolerant(run.path / "metrics.jsonl", problems)
+    run.events = read_jsonl_tolerant(run.path / "events.jsonl", problems)
     if isinstance(summary, dict):
         run.summary = summary
         run.status = str(summary.get("status", "unknown"))
@@ -352,10 +355,14 @@ class RunTree:
                 self._index(ident, data, path)
                 continue
             folder = path.parent
-            if path.name == "config.json" and (folder / "summary.json").exists():
-                continue  # the summary (read in its turn) speaks for the run
+            if path.name == "config.json" and (folder / "summary.json").exists() and \
+                    read_json(folder / "summary.json")[1] is None:
+                continue  # the summary (read in its turn) speaks for the run; an unreadable one does not
             seen.add(folder)
             summary, why = (data, None) if path.name == "summary.json" else read_json(folder / "summary.json")
+            if why and "unreadable" in why:  # read from its config.json instead, as an unfinished run: say so
+                self.problems.append(f"{(folder / 'summary.json').relative_to(self.root)}: {why}; the run is "
+                                     "read as unfinished")
             ratio = float(ident.get("ratio") or 0.0)
             config = data if path.name == "config.json" else read_json(folder / "config.json")[0]
             method = (summary or {}).get("strategy") if isinstance(summary, dict) else None
@@ -364,7 +371,7 @@ class RunTree:
             run = Run(task, str(ident.get("variant")), str(ident.get("arm")), ratio, fmt_ratio(ratio),
                       int(ident["seed"]), folder, number(ident.get("knob")), method,
                       str(ident["from_run"]) if ident.get("from_run") else None)
-            _load(run, summary, why)
+            _load(run, summary, why, self.problems)
             runs.append(run)
         metric = {t: self.metric(t, runs) for t in {r.task for r in runs}}
         for run in runs:

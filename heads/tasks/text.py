@@ -128,10 +128,42 @@ def build_or_load(cfg: RunConfig, fresh: Callable[[], nn.Module], task: Task, **
                 f"model.family: {cfg.model.family!r} cannot do task {task.name!r}; "
                 f"families that can: {list(task.families)}"
             )
+        check_fits(cfg)
         return install(fresh())
     model = load_source(cfg, task, **head)
     task.check_model(model, f"model.source {cfg.model.source}")
     return install(model)
+
+
+def training_bytes_at_least(cfg: RunConfig) -> int:
+    """A lower bound on the bytes a model from ``cfg.model`` takes to train: its blocks' attention and
+    feed-forward weights alone (4 d^2 + 3 d ff per layer; embeddings and norms left out), in float32, times
+    four (weights, gradients and AdamW's two moments)."""
+    m = cfg.model
+    ff = m.ff or 4 * m.d
+    return 4 * 4 * m.layers * (4 * m.d * m.d + 3 * m.d * ff)
+
+
+def available_bytes() -> int | None:
+    """Memory the system can still give (``MemAvailable``), or None where it does not say."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_fits(cfg: RunConfig) -> None:
+    """Refuse, before anything is allocated, a model whose training state cannot fit in the memory left (an
+    allocation that large would fail inside torch, or be killed by the system, instead of saying why)."""
+    need, have = training_bytes_at_least(cfg), available_bytes()
+    if have is not None and need > have:
+        m = cfg.model
+        raise InputError(f"model (layers={m.layers}, d={m.d}, ff={m.ff or 4 * m.d}) needs at least "
+                         f"{need / 2**30:.1f} GiB to train (float32 weights, gradients and AdamW moments), and "
+                         f"{have / 2**30:.1f} GiB of memory is available; choose a smaller model.d or model.layers")
 
 
 def load_source(cfg: RunConfig, task: Task, **head: Any) -> nn.Module:

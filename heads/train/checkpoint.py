@@ -33,6 +33,10 @@ SHAPE_KEYS = (
 )
 
 
+# the shape keys pruning changes (a pruned checkpoint's config may say fewer heads)
+PRUNABLE_KEYS = ("num_attention_heads", "encoder_attention_heads", "decoder_attention_heads", "num_key_value_heads")
+
+
 def model_shape(model: nn.Module | dict) -> dict[str, Any]:
     """Architecture and size keys of a model (or of the dict in its saved config.json)."""
     if isinstance(model, dict):
@@ -73,6 +77,17 @@ def check_identity(
         config = path / "model" / "config.json"
         found = {"model": model_shape(read_json(config, "a model config"))} if config.is_file() else {}
     problems = []
+    # the weights on disk, not only what the state says they were: a checkpoint model swapped for another
+    # shape (another run's, copied in) would otherwise be loaded, or fail inside the optimizer
+    # (head counts left out: a run that pruned saves fewer heads, by design)
+    config = path / "model" / "config.json"
+    if "model" in expected and config.is_file():
+        on_disk = model_shape(read_json(config, "a model config"))
+        keys = sorted(k for k in set(on_disk) | set(expected["model"])
+                      if k not in PRUNABLE_KEYS and on_disk.get(k) != expected["model"].get(k))
+        if keys:
+            problems.append("model shape of " + str(config) + " ("
+                            + ", ".join(f"{k} {on_disk.get(k)!r} vs {expected['model'].get(k)!r}" for k in keys) + ")")
     for key in ("model", "tokenizer", "data"):
         if key not in found or key not in expected or found[key] == expected[key]:
             continue
