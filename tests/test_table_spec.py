@@ -136,8 +136,64 @@ def test_a_replication_declares_a_new_table_in_its_folder_alone(tmp_path):
     assert rows and all(r[2] > 0 for r in rows)
     doc["tables"] = {"nope": None}  # empty: a built-in table, and there is none of that name
     (reps / "training_time" / "report.yaml").write_text(yaml.safe_dump(doc))
-    with pytest.raises(KeyError, match="have no renderer"):
+    with pytest.raises(TableSpecError, match="have no renderer"):
         render_replication("training_time", tree, tmp_path / "out", reps)
+
+
+def test_a_figure_whose_table_or_columns_are_not_declared_fails_when_report_yaml_is_read(tmp_path):
+    """The issue's example: `figures: [curves]` with the `curve` table renamed used to pass the dry run and fail
+    the render with a bare `heads: report: curve`; now reading report.yaml says what the figure needs."""
+    from heads.report.render import artefacts
+
+    reps = tmp_path / "reps"
+    shutil.copytree(REPLICATIONS / "michel2019", reps / "michel2019")
+    path = reps / "michel2019" / "report.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["tables"]["curves_renamed"] = doc["tables"].pop("curve")
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(TableSpecError, match=r"figure curves draws table 'curve', which tables: does not declare"):
+        artefacts("michel2019", reps)
+    doc["tables"]["curve"] = doc["tables"].pop("curves_renamed")
+    doc["tables"]["curve"]["columns"] = [c for c in doc["tables"]["curve"]["columns"] if c != "metric"]
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(TableSpecError, match=r"figure curves needs columns \['metric'\] of table 'curve'"):
+        artefacts("michel2019", reps)
+
+
+def test_every_figure_reads_only_the_columns_it_declares(tmp_path):
+    """Each figure drawn from rows that hold only its declared columns (heads.report.figures.NEEDS): reading any
+    other raises, so the declaration checked up front is the one the code relies on."""
+    from test_report import make_tree
+
+    from heads.report.figures import FIGURES, NEEDS
+    from heads.report.render import _declared, replications
+    from heads.report.tables import Tables
+
+    class Declared(dict):
+        def __init__(self, row: dict, allowed: tuple[str, ...], figure: str):
+            super().__init__({k: v for k, v in row.items() if k in allowed})
+            self.figure = figure
+
+        def __getitem__(self, key):
+            if key not in self:
+                raise AssertionError(f"figure {self.figure} reads {key!r}, which NEEDS does not declare")
+            return super().__getitem__(key)
+
+        get = __getitem__
+
+    tree = RunTree(make_tree(tmp_path / "tree"))
+    drawn = set()
+    for name in replications(REPLICATIONS):
+        specs, figures = _declared(name, REPLICATIONS)
+        for figure in figures:
+            declared = Tables(tree, specs)
+            full = declared.records
+            declared.records = lambda table, figure=figure, full=full: [
+                Declared(r, NEEDS[figure][table], figure) for r in full(table)] if table in NEEDS[figure] else \
+                pytest.fail(f"figure {figure} draws table {table!r}, which NEEDS does not declare")
+            assert FIGURES[figure](declared, tmp_path / f"{figure}.png").is_file()
+            drawn.add(figure)
+    assert drawn == set(FIGURES) == set(NEEDS)
 
 
 def test_tidy_rows_carry_their_arm_and_seed_and_load_into_pandas(tmp_path):

@@ -369,6 +369,35 @@ def redundancy_genre_figure(tables: Tables, path: Path) -> Path:
 
 
 # Every figure by name; a replication lists the ones it renders in replications/<name>/report.yaml.
+# What each figure draws from: the tables (by the name report.yaml declares them under) and the columns of each
+# it reads. Checked when report.yaml is read (heads.report.render), so a renamed table or column fails the
+# workflow's dry run with one line, not the render after the runs; a test draws every figure from rows holding
+# only these columns, so the declaration cannot fall behind the code. quality_vs_time reads the runs' metrics.
+NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "ablation": {"ablation": ("task", "site", "label", "head", "delta_loss", "significant")},
+    "curve_at": {"curve_at": ("task", "step", "ratio", "retained"), "curve": ("task", "scorer", "ratio", "retained")},
+    "curves": {"curve": ("task", "scorer", "ratio", "mean", "ci_low", "ci_high", "metric")},
+    "gqa": {"gqa": ("task", "model", "threshold", "redundancy_mean", "redundancy_token", "ci_low", "ci_high",
+                    "max_similarity_mean", "value_change", "pruned_ratio")},
+    "l0": {"l0": ("task", "lam", "heads", "mean", "ci_low", "ci_high", "metric", "baseline", "scratch_mean",
+                  "scratch_ci_low", "scratch_ci_high")},
+    "pruned_vs_scratch": {"pruned_vs_scratch": ("task", "variant", "strategy", "ratio", "mean", "ci_low", "ci_high",
+                                                "metric")},
+    "quality_vs_time": {},
+    "redundancy": {"redundancy": ("task", "attention_dropout", "threshold", "redundancy_ratio", "ci_low", "ci_high",
+                                  "max_similarity")},
+    "redundancy_genre": {"redundancy_genre": ("task", "genre", "pooling", "threshold", "redundancy_ratio", "ci_low",
+                                              "ci_high", "max_similarity")},
+    "redundancy_over_training": {"redundancy_over_training": ("task", "step", "threshold", "redundancy_mean",
+                                                              "redundancy_token", "ci_low", "ci_high",
+                                                              "max_similarity_mean", "max_similarity_token")},
+    "roles": {"roles": ("task", "lam", "kept", "n_seeds", "confidence", "ci_low", "ci_high", "positional",
+                        "positional_ci_low", "positional_ci_high")},
+    "speed": {"speed": ("task", "ratio", "batch", "speedup")},
+    "time_to_target": {"runs": ("task", "variant", "strategy", "ratio", "time_to_target", "ttt_ci_low",
+                                "ttt_ci_high", "reached")},
+}
+
 FIGURES: dict[str, Callable[[Tables, Path], Path]] = {
     "curves": curves_figure, "ablation": ablation_figure, "curve_at": curve_at_figure, "speed": speed_figure,
     "l0": l0_figure, "roles": roles_figure,

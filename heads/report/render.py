@@ -14,7 +14,7 @@ import yaml
 
 from heads.report.claims import evaluate_all, write_ledger
 from heads.report.collect import RunTree
-from heads.report.figures import FIGURES
+from heads.report.figures import FIGURES, NEEDS
 from heads.report.fmt import Table
 from heads.report.ledger import write_environments
 from heads.report.spec import load_all
@@ -44,7 +44,7 @@ def _declared(name: str, root: str | Path) -> tuple[dict[str, TableSpec | None],
     """A replication's report.yaml: its table specs (None: built in) and its figures, checked."""
     path = Path(root) / name / "report.yaml"
     if not path.is_file():
-        raise KeyError(f"unknown replication {name!r}; known: {replications(root)} (no {path})")
+        raise TableSpecError(f"unknown replication {name!r}; known: {replications(root)} (no {path})")
     doc = yaml.safe_load(path.read_text()) or {}
     tables, figures = doc.get("tables") or {}, list(doc.get("figures") or [])
     if isinstance(tables, list):  # names alone: built-in tables
@@ -56,7 +56,16 @@ def _declared(name: str, root: str | Path) -> tuple[dict[str, TableSpec | None],
                                ("figures", figures, FIGURES)):
         unknown = [n for n in names if n not in known]
         if unknown:
-            raise KeyError(f"{path}: {kind} {unknown} have no renderer; known: {sorted(known)}")
+            raise TableSpecError(f"{path}: {kind} {unknown} have no renderer; known: {sorted(known)}")
+    for figure in figures:  # each figure's contract (heads.report.figures.NEEDS), checked before anything renders
+        for table, columns in NEEDS[figure].items():
+            if table not in specs:
+                raise TableSpecError(f"{path}: figure {figure} draws table {table!r}, which tables: does not declare")
+            spec = specs[table]
+            missing = [c for c in columns if spec is not None and c not in spec.outputs]
+            if missing:
+                raise TableSpecError(f"{path}: figure {figure} needs columns {missing} of table {table!r}, which "
+                                     f"its columns: do not make (it makes {list(spec.outputs)})")
     return specs, figures
 
 
@@ -113,4 +122,4 @@ def _render_one(name: str, specs: dict, figures: list[str], tables: Tables, out:
     if only == "claims":
         return _claims_page(name, tables.tree, out, replications)
     known = [*specs, *(f"{f}.png" for f in figures), "claims"]
-    raise KeyError(f"replication {name!r} renders no {only!r}; it renders: {known}")
+    raise TableSpecError(f"replication {name!r} renders no {only!r}; it renders: {known}")

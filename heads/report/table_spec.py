@@ -220,6 +220,11 @@ class TableSpec:
     caption: str = ""
     skip_task_unless: dict = field(default_factory=dict)
 
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """The names of the columns the table has, in order."""
+        return tuple(n for c in self.columns for n in c.names)
+
     @classmethod
     def parse(cls, name: str, raw: Any, where: str) -> TableSpec:
         where = f"{where}: table {name}"
