@@ -181,3 +181,17 @@ def test_a_checkpoint_model_swapped_for_another_shape_is_refused(run, base, tmp_
     refused(["train", "--task", "lm", "--preset", "smoke", "--out", str(run), base["data"], *SHORT], capsys,
             "checkpoint/model/config.json", "hidden_size 96")
     assert tree(run) == before
+
+
+def test_a_swapped_tokenizer_is_refused_where_the_run_is_evaluated(run, capsys):
+    """RUN/model/tokenizer.json replaced by another of the same size: the evaluation would score other token ids
+    as this run's; the run's recorded tokenizer checksum refuses it."""
+    path = run / "model" / "tokenizer.json"
+    data = json.loads(path.read_text())
+    vocab = data["model"]["vocab"]
+    a, b = sorted(t for t in vocab if t.isalpha() and len(t) > 1)[:2]
+    vocab[a], vocab[b] = vocab[b], vocab[a]  # two ids swapped: the same vocabulary, other token ids
+    path.write_text(json.dumps(data))
+    before = tree(run)
+    refused(["evaluate", str(run)], capsys, "tokenizer checksum", "not the one this run trained")
+    assert tree(run) == before

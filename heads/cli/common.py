@@ -170,14 +170,15 @@ def load_for_task(args: argparse.Namespace, head: bool = True) -> Loaded:
     else:
         tokenizer = task.tokenizer(cfg)
     if run_dir is not None and (run_dir / "checkpoint" / "state.json").is_file():
-        from heads.train.checkpoint import check_identity, model_shape
+        from heads.train.checkpoint import check_identity, model_shape, tokenizer_checksum
 
-        # The model folder must be the one this run trained (a swapped-in model would be scored as this run's).
+        # The model folder must be the one this run trained, with its tokenizer (a swapped-in model or tokenizer
+        # would be scored as this run's).
         check_identity(
             run_dir / "checkpoint",
-            {"model": model_shape(model)},
+            {"model": model_shape(model), "tokenizer": tokenizer_checksum(tokenizer)},
             against=f"model in {model_dir}",
-            hint="that model is not the one this run trained",
+            hint="that model or tokenizer is not the one this run trained",
         )
     return Loaded(model, tokenizer, cfg, task, placement)
 
