@@ -119,6 +119,12 @@ def test_an_output_below_a_file_is_one_line(run, tmp_path, capsys):
             "afile is a file, not a folder")
 
 
+def test_a_data_root_that_is_a_file_is_one_line(tmp_path, capsys):
+    (tmp_path / "afile").write_text("x")
+    refused(["data", "prepare", "--task", "lm", "--root", str(tmp_path / "afile")], capsys,
+            "afile: a file is where a folder is needed")
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
 def test_a_read_only_output_folder_is_one_line(run, tmp_path, capsys):
     locked = tmp_path / "locked"

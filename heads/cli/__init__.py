@@ -55,6 +55,8 @@ def _fs_message(exc: OSError) -> str | None:
     why = FS_ERRORS.get(exc.errno or -1)
     if why is None:
         return None
+    if exc.errno == errno.EEXIST and exc.filename and os.path.isfile(exc.filename):
+        why = "a file is where a folder is needed"  # mkdir onto (or through) a file
     paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p)
     return f"{paths}: {why}" if paths else why
 
