@@ -201,3 +201,16 @@ def test_a_swapped_tokenizer_is_refused_where_the_run_is_evaluated(run, capsys):
     before = tree(run)
     refused(["evaluate", str(run)], capsys, "tokenizer checksum", "not the one this run trained")
     assert tree(run) == before
+
+
+def test_an_unknown_strategy_says_how_a_strategy_of_ones_own_is_found(monkeypatch):
+    from heads.registry import UnknownName
+    from heads.strategies.registry import get_strategy
+
+    monkeypatch.delenv("HEADS_PLUGINS", raising=False)
+    with pytest.raises(UnknownName, match=r"unknown strategy 'magic'; known strategies: .*name that module in "
+                                          r"HEADS_PLUGINS"):
+        get_strategy("magic")
+    monkeypatch.setenv("HEADS_PLUGINS", "json")  # a module that registers nothing
+    with pytest.raises(UnknownName, match="HEADS_PLUGINS='json' was imported and does not register it"):
+        get_strategy("magic")

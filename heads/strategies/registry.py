@@ -15,6 +15,17 @@ register_strategy = STRATEGIES.register
 def get_strategy(name: str) -> type[Strategy]:
     if name not in STRATEGIES:
         load_plugins()
+    if name not in STRATEGIES:
+        import os
+
+        from heads.registry import UnknownName
+
+        where = os.environ.get("HEADS_PLUGINS")
+        hint = (f"HEADS_PLUGINS={where!r} was imported and does not register it" if where else
+                "a strategy of your own registers when its module is imported: name that module in HEADS_PLUGINS "
+                "(HEADS_PLUGINS=my_strategies), or install it under the heads.strategies entry points "
+                "(docs/ADDING_A_STRATEGY.md)")
+        raise UnknownName(f"unknown strategy {name!r}; known strategies: {sorted(STRATEGIES)}; {hint}")
     return STRATEGIES.lookup(name)
 
 
