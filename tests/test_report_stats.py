@@ -360,7 +360,11 @@ def test_projected_improvement_extrapolates_a_power_law_one_doubling_ahead():
     rows = [{"step": t, "val_loss": loss(t)} for t in (100, 200, 400, 800)]
     assert projected_improvement(rows) == pytest.approx((loss(800) - loss(1600)) / loss(800))
     flat = [{"step": t, "val_loss": 3.0} for t in (100, 200, 400)]
-    assert projected_improvement(flat) is None  # no earlier fall: nothing to project
+    assert projected_improvement(flat) == 0.0  # nothing fell over the last half: done
+    noisy = [{"step": 100, "val_loss": 3.0}, {"step": 200, "val_loss": 3.1}, {"step": 400, "val_loss": 2.5}]
+    # the earlier interval rose, so its ratio is unknown: the last half's own fall, the most a
+    # decelerating curve could still lose, and never None (a seed left unmeasured hides the others)
+    assert projected_improvement(noisy) == pytest.approx((3.1 - 2.5) / 2.5)
     rising = [{"step": 100, "val_loss": 3.0}, {"step": 200, "val_loss": 2.9}, {"step": 400, "val_loss": 2.95}]
     assert projected_improvement(rising) == 0.0  # the last half did not fall: it is done
     assert projected_improvement(rows[:2]) is None  # a quarter point is needed

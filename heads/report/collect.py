@@ -177,8 +177,12 @@ def projected_improvement(metrics: list[dict]) -> float | None:
     """How much the validation loss would still fall if training ran twice as long, relative to the final loss,
     projected from the run's own evaluations: on a power law ``a + b t^-c`` each doubling of the steps falls by
     the same factor ``2^-c``, so the fall from T to 2T is the fall from T/2 to T times its ratio to the fall
-    from T/4 to T/2. A per-seed convergence check for every arm without a longer run; None with fewer than
-    three evaluations at those points, or where the earlier fall was not a fall (noise: nothing to project)."""
+    from T/4 to T/2. A per-seed convergence check for every arm without a longer run.
+
+    A decelerating curve never falls more in the next doubling than in the last, so the ratio is capped at 1;
+    where the earlier interval did not fall (evaluation noise) the ratio is unknown and the cap applies: the
+    projection is then the last half's own fall, the most a decelerating curve could still lose. A last half
+    that did not fall projects 0 (done). None with fewer than three evaluations at those points."""
     evals = [(int(r["step"]), float(r["val_loss"])) for r in metrics
              if isinstance(r.get("step"), int) and number(r.get("val_loss")) is not None]
     if len(evals) < 3 or evals[-1][0] <= 0:
@@ -192,9 +196,10 @@ def projected_improvement(metrics: list[dict]) -> float | None:
     if half is None or quarter is None or not quarter[0] < half[0] < last_step or final <= 0:
         return None
     late, early = half[1] - final, quarter[1] - half[1]
-    if early <= 0:
-        return None
-    return max(late, 0.0) * min(late / early, 1.0) / final if late > 0 else 0.0
+    if late <= 0:
+        return 0.0
+    ratio = min(late / early, 1.0) if early > 0 else 1.0
+    return late * ratio / final
 
 
 def _cpu_rate(metrics: list[dict], upto: int) -> float | None:
