@@ -1256,3 +1256,27 @@ def test_a_claim_on_run_fields_registers_the_runs_it_read_for_the_environment_no
     assert {f"cls/posthoc/importance/0.5/seed{s}" for s in SEEDS} <= read
     assert {f"cls/baseline/none/0.0/seed{s}" for s in SEEDS} <= read
     assert not any(k.startswith("lm/") for k in read)
+
+
+def test_step_counts_are_judged_at_the_evaluation_interval(tree_root):
+    """A count to the target is known only between two evaluations (every 50 steps here): each seed's bracket is
+    recorded, the interval spans both ends, and seeds that all reached it at one evaluation are not a
+    zero-width interval but the brackets' span."""
+    tree = RunTree(tree_root)
+    for run in tree.select("lm", **BASE):
+        hit, before = run.record["steps_to_target"], run.record["steps_to_target_from"]
+        assert hit - before == 50 and run.record["time_to_target_from"] < run.record["time_to_target"]
+    # the baseline against itself: a ratio of exactly 1 on every seed, known to [before/hit, hit/before]
+    same = _claim(kind="paired_ratio", direction="less", tolerance=-0.3,
+                  a={**BASE, "field": "steps_to_target"}, b={**BASE, "field": "steps_to_target"})
+    result = evaluate(same, tree)
+    hit = tree.select("lm", **BASE)[0].record["steps_to_target"]
+    assert result.verdict == "inconclusive" and result.p_value is None
+    assert (result.estimate.ci_low, result.estimate.ci_high) == pytest.approx(((hit - 50) / hit, hit / (hit - 50)))
+    assert "no spread to test" in result.note and "resolution" in result.note
+    # a count that differs by seed: judged with every seed at the low and at the high end of its bracket
+    steps = _claim(kind="value", direction="less", tolerance=10_000, a={**BASE, "field": "time_to_target"})
+    both = evaluate(steps, tree)
+    assert both.verdict == "supported" and "evaluation bracket" in both.method
+    lows = [r.record["time_to_target_from"] for r in tree.select("lm", **BASE)]
+    assert both.estimate.ci_low <= min(lows)  # the interval reaches down to the brackets' low ends

@@ -486,3 +486,17 @@ def test_clopper_pearson_interval_and_binomial_decision():
     assert decide_binomial(18, 20, "greater", 0.5).verdict == SUPPORTED
     with pytest.raises(ValueError):
         clopper_pearson(3, 2)
+
+
+def test_a_bracketed_quantity_is_definite_only_where_both_ends_agree():
+    from heads.report.stats import decide_at_resolution, estimate
+
+    def decide_less(e):
+        return decide(e, "less", 1.0)
+
+    low, high = estimate([0.80, 0.82, 0.81]), estimate([0.85, 0.87, 0.86])
+    both = decide_at_resolution(low, high, decide_less)
+    assert both.verdict == SUPPORTED
+    assert both.p_value == pytest.approx(max(decide_less(low).p_value, decide_less(high).p_value))
+    straddles = decide_at_resolution(low, estimate([1.02, 1.05, 0.98]), decide_less)
+    assert straddles.verdict == INCONCLUSIVE and "ends disagree" in straddles.reason

@@ -23,6 +23,7 @@ from heads.report.robustness import FRAGILE, NOT_MEASURED, robustness
 from heads.report.spec import Claim
 from heads.report.stats import (
     ALPHA,
+    AT_RESOLUTION,
     FAILED,
     INCONCLUSIVE,
     LEVEL,
@@ -38,6 +39,7 @@ from heads.report.stats import (
     Estimate,
     clopper_pearson,
     decide,
+    decide_at_resolution,
     decide_binomial,
     decide_equivalence,
     decide_exact,
@@ -223,7 +225,7 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     failed = [msg for s in sides for _, msg in sorted(s.failed.items())]
     unmeasured = [m for s in sides for m in s.missing] + unpaired
     notes = [n for s in sides for n in s.notes]
-    decision, tested = Decision(INCONCLUSIVE), False
+    decision, tested, resolved = Decision(INCONCLUSIVE), False, False
     binomial = _one_count(claim, per_seed, a, b) if est.n >= MIN_SEEDS else None
     if binomial is not None:
         (k, n) = binomial
@@ -234,8 +236,16 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
         decision = decide_exact(list(per_seed.values()), claim.holds, claim.condition())
         est = replace(est, ci_low=None, ci_high=None)  # a count has no interval: not a zero-width one
     elif est.n >= 2:
-        decision = (decide_equivalence(est, claim.null, claim.margin) if claim.test == "equivalence"
-                    else decide(est, claim.direction, claim.threshold))
+        def decide_one(e: Estimate) -> Decision:
+            return (decide_equivalence(e, claim.null, claim.margin) if claim.test == "equivalence"
+                    else decide(e, claim.direction, claim.threshold))
+
+        brackets = _effect_brackets(claim, per_seed, a, b)
+        if brackets is None:
+            decision = decide_one(est)
+        else:
+            decision, est = at_resolution(per_seed, brackets, est, decide_one)
+            resolved = True
     over = f"; effect over the {est.n} other seeds" if est.n else ""
     if blocked == NOT_TESTED:
         result, lead = NOT_TESTED, "the models do not meet the precondition (see its column)"
@@ -269,7 +279,46 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     # a p-value only where its test decided the verdict (a blocked or unmeasured claim ran no test)
     return ClaimResult(claim, result, est, _effect_size(claim, est) if not binomial else None, per_seed,
                        "; ".join(p for p in parts if p), decision.p_value if tested else None, precondition,
-                       method_used=METHOD_BINOMIAL if binomial else "")
+                       method_used=METHOD_BINOMIAL if binomial else (
+                           (METHOD_EXAMPLES if est.examples else METHOD)[claim.test] + AT_RESOLUTION
+                           if resolved else ""))
+
+
+def _effect_brackets(claim: Claim, per_seed: dict[int, float], a: Series,
+                     b: Series | None) -> dict[int, tuple[float, float]] | None:
+    """Per seed, the range of its effect over the corners of its sides' brackets (a side without one is exact);
+    None unless some side is known only to its evaluation interval, or where a corner leaves the effect
+    undefined."""
+    sides = [a] if b is None else [a, b]
+    if not any(s.brackets for s in sides):
+        return None
+    out = {}
+    for seed, value in per_seed.items():
+        ends = [s.brackets.get(seed, (s.values[seed], s.values[seed])) for s in sides]
+        corners = [_effect(claim, x, y) for x in ends[0] for y in (ends[1] if b is not None else (None,))]
+        if any(c is None or not np.isfinite(c) for c in corners):
+            return None
+        out[seed] = (min(corners + [value]), max(corners + [value]))
+    return out
+
+
+def at_resolution(per_seed: dict[int, float], brackets: dict[int, tuple[float, float]], est: Estimate,
+                  decide_one) -> tuple[Decision, Estimate]:
+    """The decision and interval of a claim on counts known to their evaluation interval: the test at both ends
+    of every seed's bracket (:func:`heads.report.stats.decide_at_resolution`), the interval from the low end's
+    lower bound to the high end's upper bound. Seeds that all give one value (all reached the target at the
+    same evaluation) have no spread to test, but are not a zero-width interval either: the brackets' span is."""
+    seeds = sorted(per_seed)
+    lows, highs = [brackets[s][0] for s in seeds], [brackets[s][1] for s in seeds]
+    values = [per_seed[s] for s in seeds]
+    if max(values) == min(values):
+        span = replace(est, ci_low=min(lows), ci_high=max(highs))
+        return Decision(INCONCLUSIVE, None, f"every seed gives {values[0]:.4g}, so there is no spread to test; at the "
+                                            f"evaluation interval's resolution it lies in [{min(lows):.4g}, "
+                                            f"{max(highs):.4g}]"), span
+    low, high = estimate(lows), estimate(highs)
+    widened = replace(est, ci_low=min(est.ci_low, low.ci_low), ci_high=max(est.ci_high, high.ci_high))
+    return decide_at_resolution(low, high, decide_one), widened
 
 
 def _effect_size(claim: Claim, est: Estimate) -> float | None:
@@ -377,6 +426,10 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
         "2.5 %, else it is *inconclusive*, saying so. "
         "A share of units (heads, sites) that every seed counted alike has no spread over seeds; it is tested by "
         "the exact binomial over one seed's units instead (Clopper-Pearson interval; the method column says so). "
+        "A count to a target (steps or seconds) is known only to its evaluation interval: it is judged with every "
+        "seed at the low and at the high end of its bracket (the evaluation before and the one that reached it), "
+        "definite only where both ends give the verdict, the interval spanning both (the method column says so); "
+        "seeds that all reached the target at one evaluation show the brackets' span. "
         f"Otherwise, with fewer than {MIN_SEEDS} seeds, with every seed giving the same value, or with a seed that "
         "could not be measured, *inconclusive*. An *exact* claim is a count the model's shapes fix (bytes): no "
         "interval, every seed must give the same value and meet the condition. *failed*: a run the claim needs "

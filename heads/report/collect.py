@@ -555,6 +555,9 @@ def reach_fields(run: Run, target: float | None) -> dict:
     # was logged; the clock other jobs move less) and its step
     hit = first_reaching(run.metrics, target) if run.metrics and target is not None else None
     seconds, step = (hit.get("train_seconds"), hit.get("step")) if hit else (None, None)
+    # the evaluation before the hit (none: the start): the target was crossed between the two, so a count is
+    # known only to that bracket (the evaluation interval's resolution)
+    before = _evaluation_before(run.metrics, hit) if hit else None
     reached = None if target is None or not run.metrics else seconds is not None
     total_s = run.record.get("train_seconds")
     total_steps = run.record.get("steps")
@@ -569,4 +572,20 @@ def reach_fields(run: Run, target: float | None) -> dict:
         "time_to_target_or_total": seconds if reached else (total_s if reached is False else None),
         "steps_to_target_or_total": step if reached else (total_steps if reached is False else None),
         "cpu_time_to_target_or_total": cpu if reached else (total_cpu if reached is False else None),
+        "time_to_target_from": (number(before.get("train_seconds")) or 0.0) if reached and before else (
+            0.0 if reached else None),
+        "steps_to_target_from": (number(before.get("step")) or 0) if reached and before else (0 if reached else None),
+        "cpu_time_to_target_from": (number(before.get("train_cpu_seconds")) or 0.0) if cpu is not None and before
+        else (0.0 if cpu is not None else None),
     }
+
+
+def _evaluation_before(metrics: list[dict], hit: Mapping) -> dict | None:
+    """The last record with a validation loss logged before ``hit`` (None: the hit is the first evaluation)."""
+    before = None
+    for record in metrics:
+        if record is hit:
+            return before
+        if number(record.get("val_loss")) is not None:
+            before = record
+    return None

@@ -23,7 +23,7 @@ from heads.report.claims import CSV_COLUMNS, EXTRA_COLUMNS, ClaimResult, declare
 from heads.report.fmt import Table
 from heads.report.robustness import robustness
 from heads.report.spec import Claim
-from heads.report.stats import INCONCLUSIVE, METHOD, METHOD_BINOMIAL, METHOD_EXAMPLES, NOT_TESTED, Estimate
+from heads.report.stats import INCONCLUSIVE, METHOD, METHOD_EXAMPLES, NOT_TESTED, Estimate
 
 ENVIRONMENTS = "environments.json"
 # a replication ledger from before the p_adjusted column: merged as it is, each row saying so
@@ -53,14 +53,16 @@ def _per_seed(text: str) -> dict[int, float]:
 def _result(row: Mapping[str, str], claim: Claim) -> ClaimResult:
     n = int(row["n_seeds"] or 0)
     # the method column is the only place the ledger says whether the interval counted the examples
-    examples = row["method"] == METHOD_EXAMPLES[claim.test] != METHOD[claim.test]
+    examples = row["method"].startswith(METHOD_EXAMPLES[claim.test]) and METHOD_EXAMPLES[claim.test] != METHOD[
+        claim.test]
     est = Estimate(n, _float(row["effect"]), _float(row["ci_low"]), _float(row["ci_high"]), None,
                    examples=examples)
     older = "p_adjusted" not in row
     note = "; ".join(x for x in (OLDER_RULES if older else "", row["note"]) if x)
     return ClaimResult(claim, row["verdict"], est, _float(row["effect_size"]), _per_seed(row["per_seed"]),
                        note, _float(row["p_value"]), row["precondition"], row["robustness"],
-                       method_used=row["method"] if row["method"] == METHOD_BINOMIAL else "",
+                       method_used=row["method"] if row["method"] not in (
+                           METHOD[claim.test], METHOD_EXAMPLES[claim.test]) else "",
                        p_adjusted=None if older else _float(row["p_adjusted"]))
 
 

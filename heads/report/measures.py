@@ -75,6 +75,9 @@ class Series:
     # seeds whose value is a share of countable units (heads, sites): ``(k, n)``, so a claim on which every seed
     # gives the same share can still be tested, by the exact binomial over the units (stats.decide_binomial)
     counts: dict[int, tuple[int, int]] = field(default_factory=dict)
+    # seeds whose value is a count known only to its evaluation interval (steps or seconds to a target): the
+    # ``(low, high)`` it lies in, so a claim is judged at that resolution (heads.report.claims.at_resolution)
+    brackets: dict[int, tuple[float, float]] = field(default_factory=dict)
 
 
 def against_yardstick(a: Series, b: Series) -> tuple[dict[int, float], list[str]]:
@@ -209,12 +212,14 @@ def _run(tree: RunTree, sel: Mapping[str, Any]) -> Series:
         if run.failed:
             series.missing.append(f"{run.name}: {run.status}" + (f" ({run.message})" if run.message else ""))
             continue
-        value, reached = _run_field(run, fld, target)
+        value, reached, low = _run_field(run, fld, target)
         if value is None:
             series.missing.append(f"{run.name}: no {fld}")
             continue
         not_reached += reached is False
         series.values[run.seed] = value
+        if low is not None:
+            series.brackets[run.seed] = (low, value)
         _attach_examples(series, run, fld)
         if sel.get("pruned") and not _removed_heads(run):
             closest = run.record.get("max_similarity")
@@ -250,15 +255,18 @@ def _removed_heads(run: Run) -> bool:
     return share > 0 if share is not None else bool(run.record.get("prune_events"))
 
 
-def _run_field(run: Run, fld: str, target: float | None) -> tuple[float | None, bool | None]:
-    """A record field; time/steps-to-target fall back to the run's total when the target is never reached."""
+def _run_field(run: Run, fld: str, target: float | None) -> tuple[float | None, bool | None, float | None]:
+    """A record field, whether the target was reached and, for a count to the target, the low end of the
+    bracket it lies in (the evaluation before); time/steps-to-target fall back to the run's total when the
+    target is never reached (no bracket: the total is only a lower bound)."""
     if fld in TTT_FIELDS:
         reach = reach_fields(run, target)
-        return reach[f"{fld}_or_total"], reach["reached"]
+        low = number(reach.get(f"{fld}_from")) if reach["reached"] else None
+        return reach[f"{fld}_or_total"], reach["reached"], low
     value = run.record.get(fld)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None, None
-    return float(value), None
+        return None, None, None
+    return float(value), None, None
 
 
 # -- analyses: one seed's tidy rows (heads.report.rows) to one value ------------------------------------------
@@ -538,6 +546,13 @@ def _first_prune_step(run: Run) -> int | None:
     return min(steps) if steps else None
 
 
+def _weighed(steps: float, base_steps: float, first_prune: int, step_ratio: float) -> float:
+    """Pruned run's time to the target over the baseline's, in baseline step times: the steps before its first
+    prune at the baseline's step time, the rest at the pruned model's (``step_ratio``)."""
+    full = min(first_prune, steps)
+    return (full + (steps - full) * step_ratio) / base_steps
+
+
 def _time_to_target(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     """Training-step times measured interleaved in one job (``heads clock``) against the separately trained runs'
     step counts: the pruned run's steps to the target (the baseline's final loss + ``target.tol``), those before
@@ -572,8 +587,12 @@ def _time_to_target(tree: RunTree, sel: Mapping[str, Any]) -> Series:
         if steps is None or not base_steps or at is None:
             series.missing.append(f"{label}: seed {seed}: no steps to the target, or no prune, to weigh")
             continue
-        full = min(at, steps)
-        series.values[seed] = (full + (steps - full) * step_ratio) / base_steps
+        series.values[seed] = _weighed(steps, base_steps, at, step_ratio)
+        lows = [number(r.get("steps_to_target_from")) if r["reached"] else None
+                for r in (reach, reach_fields(base, target))]
+        if None not in lows and lows[1] > 0:  # both step counts known to their evaluation interval
+            series.brackets[seed] = (_weighed(lows[0], base_steps, at, step_ratio),
+                                     _weighed(steps, lows[1], at, step_ratio))
     if not_reached:
         series.notes.append(f"target not reached by {not_reached}/{len(data)} {arm} runs (their total steps used)")
     return series

@@ -58,6 +58,8 @@ METHOD = {"directional": "one-sided t-test, Student-t 95 % interval over seeds",
 # a share of units (heads, sites) on which every seed agreed: the exact binomial over one seed's units
 METHOD_BINOMIAL = ("one-sided exact binomial test, Clopper-Pearson 95 % interval over one seed's units (every seed "
                    "gave the same count, so the seeds add no spread)")
+# a count to a target, known to its evaluation interval: both ends of every seed's bracket (decide_at_resolution)
+AT_RESOLUTION = "; judged at both ends of each seed's evaluation bracket (the evaluation interval's resolution)"
 # the same tests on a two-level interval (seeds, and example resamples: :func:`two_level`)
 METHOD_EXAMPLES = {
     "exact": METHOD["exact"],
@@ -282,6 +284,22 @@ def decide_equivalence(est: Estimate, null: float, margin: float) -> Decision:
     if est.ci_high < low or est.ci_low > high:
         return Decision(NOT_SUPPORTED, p_out)
     return Decision(INCONCLUSIVE, min(p, p_out), f"the interval leaves the band [{low:+.4g}, {high:+.4g}]")
+
+
+def decide_at_resolution(low: Estimate, high: Estimate, decide_one: Callable[[Estimate], Decision]) -> Decision:
+    """A quantity each seed knows only to a bracket (a step or time count between two evaluations): ``low`` and
+    ``high`` are the estimates with every seed at the low and at the high end of its bracket. A verdict is
+    definite only where both ends give it, so it holds wherever in their brackets the seeds crossed; its p is
+    the larger of the two ends' (the end least in its favour)."""
+    ends = decide_one(low), decide_one(high)
+    ps = [d.p_value for d in ends if d.p_value is not None]
+    p = max(ps) if len(ps) == 2 else None
+    if ends[0].verdict == ends[1].verdict and ends[0].verdict in (SUPPORTED, NOT_SUPPORTED):
+        return Decision(ends[0].verdict, p)
+    if ends[0].verdict == ends[1].verdict:
+        return Decision(INCONCLUSIVE, p, ends[0].reason)
+    return Decision(INCONCLUSIVE, p, f"at the evaluation interval's resolution the ends disagree: {ends[0].verdict} "
+                                     f"with every seed at its bracket's low end, {ends[1].verdict} at its high end")
 
 
 def decide_exact(values: Sequence[float], holds: Callable[[float], bool], condition: str) -> Decision:
