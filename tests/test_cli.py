@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from heads.cli import main
@@ -131,6 +132,16 @@ def test_ablate_and_curve(smoke_run, tmp_path):
     assert main(["ablate", str(smoke_run), "--batches", "2", "--out", str(tmp_path / "a.json")]) == 0
     table = json.loads((tmp_path / "a.json").read_text())
     assert len(table["heads"]) == 8 and len(table["all_but_one"]) == 2
+    # each head's per-example statistic beside it: the report redoes the tests on resampled examples, and on
+    # all of them they give the p-values the table wrote
+    from heads.paired import paired_ttests
+
+    kept = json.loads((tmp_path / "a.examples.json").read_text())
+    assert kept["units"] == table["examples"] and [tuple(h) for h in kept["heads"]] == [
+        (r["site"], r["position"]) for r in table["heads"]]
+    base = np.asarray([np.nan if v is None else v for v in kept["columns"]["base"]])
+    ablated = np.asarray([[np.nan if v is None else v for v in row] for row in kept["columns"]["ablated"]])
+    assert paired_ttests(base, ablated, kept["noise_tol"]) == pytest.approx([r["p_value"] for r in table["heads"]])
     assert (
         main(
             [

@@ -12,6 +12,7 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from heads.cli import report as report_cli
@@ -1280,3 +1281,44 @@ def test_step_counts_are_judged_at_the_evaluation_interval(tree_root):
     assert both.verdict == "supported" and "evaluation bracket" in both.method
     lows = [r.record["time_to_target_from"] for r in tree.select("lm", **BASE)]
     assert both.estimate.ci_low <= min(lows)  # the interval reaches down to the brackets' low ends
+
+
+def test_a_share_of_significant_heads_resamples_examples_not_heads(tree_root, tmp_path):
+    """The heads of one model are tested on one shared set of examples: where the ablation kept each head's
+    per-example statistic, the share's interval comes from resampling those examples (every head's test redone
+    on the same resample), not from heads counted as independent trials; a kept file that does not give the
+    table's own share is not used."""
+    from heads.paired import paired_ttests
+
+    runs = tmp_path / "runs"
+    shutil.copytree(tree_root, runs)
+    rng = np.random.default_rng(7)
+    sites = [(site, h) for site in CLS_SITES for h in range(HEADS)]
+    for s in SEEDS:
+        base = rng.integers(0, 2, 300).astype(float)
+        flips = np.asarray([0.02 + 0.25 * (i % 5 == 0) for i in range(len(sites))])  # a few heads matter
+        ablated = np.where(rng.random((len(sites), 300)) < flips[:, None], 0.0, base)  # heads that help
+        p = paired_ttests(base, ablated)
+        path = runs / "cls" / "analysis" / "ablation" / f"seed{s}.json"
+        data = json.loads(path.read_text())
+        data["heads"] = [{"site": site, "position": h, "head": h, "delta_loss": 0.0, "delta_accuracy": 0.0,
+                          "p_value": float(q), "significant": bool(q < 0.05)}
+                         for (site, h), q in zip(sites, p, strict=True)]
+        _write(path, data)
+        _write(path.with_name(f"seed{s}.examples.json"), {
+            "units": 300, "test": "accuracy", "noise_tol": 1e-6, "heads": [list(x) for x in sites],
+            "columns": {"base": base.tolist(), "ablated": ablated.tolist()}})
+    claim = _claim(kind="value", task="cls", direction="less", tolerance=0.5,
+                   a={"from": "ablation", "measure": "significant_share", "alpha": 0.01})
+    result = evaluate(claim, RunTree(runs))
+    assert result.estimate.examples and "two-level" in result.method and result.estimate.n == 3
+    rows = [json.loads((runs / "cls" / "analysis" / "ablation" / f"seed{s}.json").read_text())["heads"]
+            for s in SEEDS]
+    assert result.estimate.mean == pytest.approx(np.mean([np.mean([r["p_value"] < 0.01 for r in h]) for h in rows]))
+    assert result.estimate.ci_high > result.estimate.mean > result.estimate.ci_low
+    # a kept file whose tests do not give the table's share (not the examples it was tested on): seed-level
+    kept = runs / "cls" / "analysis" / "ablation" / "seed0.examples.json"
+    data = json.loads(kept.read_text())
+    data["columns"]["ablated"] = [data["columns"]["base"]] * len(sites)
+    _write(kept, data)
+    assert not evaluate(claim, RunTree(runs)).estimate.examples

@@ -238,6 +238,7 @@ def _pruned_summary(args: argparse.Namespace, loaded, model, result: dict) -> di
 def cmd_ablate(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
+    from heads.examples import path_beside
     from heads.io import write_json
     from heads.scoring import AblationParams, ablation_table, all_but_one
 
@@ -246,6 +247,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     if args.samples < 1:
         raise fail(f"ablate: --samples must be >= 1, got {args.samples}")
     check_out_file(args.out)
+    check_out_file(path_beside(Path(args.out)))
     loaded = load_for_task(args)
     batches = scoring_batches(loaded, args.split, args.batches)
     task, cfg = loaded.task, loaded.cfg
@@ -298,6 +300,13 @@ def cmd_ablate(args: argparse.Namespace) -> int:
         "heads": rows,
         "all_but_one": {site: asdict(r) for site, r in others.items()},
     })
+    # the per-example statistic beside the result, written first (the result marks the job done); a BLEU test's
+    # significance comes from its bootstrap, not from these, so none is kept for it
+    beside, kept = path_beside(Path(args.out)), table.examples_record(params.test, params.noise_tol)
+    if kept is not None and bleu is None:
+        write_json(beside, kept)
+    else:
+        beside.unlink(missing_ok=True)  # an earlier ablation's examples would not be this one's
     write_json(args.out, with_environment(result, loaded.model))
     significant = sum(r["significant"] for r in rows)
     what = "BLEU" if bleu is not None else f"the {params.test}"

@@ -226,7 +226,10 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     unmeasured = [m for s in sides for m in s.missing] + unpaired
     notes = [n for s in sides for n in s.notes]
     decision, tested, resolved = Decision(INCONCLUSIVE), False, False
-    binomial = _one_count(claim, per_seed, a, b) if est.n >= MIN_SEEDS else None
+    # equal counts are tested over one seed's units only where the examples did not resample them (their spread
+    # is the examples', units sharing one test set are not independent trials)
+    binomial = _one_count(claim, per_seed, a, b) if est.n >= MIN_SEEDS and not (
+        est.examples and est.spread) else None
     if binomial is not None:
         (k, n) = binomial
         low, high = clopper_pearson(k, n)
@@ -424,8 +427,11 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
         "*inconclusive*). Multiplicity: each replication's tested claims (those with a p) are one family, "
         "adjusted by Holm's step-down method (p adjusted); a verdict stands only where its adjusted p is under "
         "2.5 %, else it is *inconclusive*, saying so. "
-        "A share of units (heads, sites) that every seed counted alike has no spread over seeds; it is tested by "
-        "the exact binomial over one seed's units instead (Clopper-Pearson interval; the method column says so). "
+        "A share of significant heads is recomputed on the same example resamples (every head's test redone: the "
+        "heads share one test set, so they are not independent trials) where the ablation kept its per-example "
+        "values; otherwise a share of units (heads, sites) that every seed counted alike has no spread over seeds "
+        "and is tested by the exact binomial over one seed's units (Clopper-Pearson interval; the method column "
+        "says so). "
         "A count to a target (steps or seconds) is known only to its evaluation interval: it is judged with every "
         "seed at the low and at the high end of its bracket (the evaluation before and the one that reached it), "
         "definite only where both ends give the verdict, the interval spanning both (the method column says so); "

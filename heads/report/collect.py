@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from heads.examples import FILE as EXAMPLES_FILE
-from heads.examples import ExampleValues
+from heads.examples import ExampleValues, path_beside
 from heads.metrics import TASK_METRIC, retained_defined
 from heads.metrics import higher_is_better as metric_higher_is_better
 from heads.report.sites import site_kind
@@ -333,6 +333,7 @@ class RunTree:
         summary yet (unfinished or killed); analyses are indexed by theirs."""
         runs: list[Run] = []
         self._analyses: dict[tuple[str, str], dict[str, dict]] = {}  # (task, kind) -> arm -> {seed|knob: data}
+        self._paths: dict[tuple[str, str, str, int], Path] = {}  # (task, kind, arm, seed) -> the analysis's file
         self._knobs: dict[tuple[str, str, str], float | None] = {}
         if not self.root.is_dir():
             self.problems.append(f"{self.root}: no such run folder")
@@ -393,6 +394,16 @@ class RunTree:
         task, kind, arm = str(ident["task"]), str(ident["kind"]), str(ident.get("arm", "none"))
         self._analyses.setdefault((task, kind), {}).setdefault(arm, {})[int(ident["seed"])] = data
         self._knobs[(task, kind, arm)] = number(ident.get("knob"))
+        self._paths[(task, kind, arm, int(ident["seed"]))] = path
+
+    def analysis_examples(self, task: str, kind: str, arm: str, seed: int) -> dict | None:
+        """The example-level record an analysis kept beside its result (``NAME.examples.json``: ``heads ablate``'s
+        per-example statistic), or None where it kept none or it cannot be read."""
+        path = self._paths.get((task, kind, arm, seed))
+        if path is None:
+            return None
+        data, _ = read_json(path_beside(path))
+        return data if isinstance(data, dict) and isinstance(data.get("columns"), dict) else None
 
     def environment_note(self, read_only: bool = False) -> str | None:
         """None when every run and analysis read names the same environment; else what differs (a table or

@@ -15,9 +15,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from heads.paired import paired_ttests
 from heads.report.collect import Run, RunTree, as_dict, number, reach_fields
 from heads.report.curves import curve_area, curve_series, interpolate, removable
 from heads.report.rows import KINDS, by_seed
+from heads.report.sites import site_kind
 
 MEASURES = {
     "ablation": ("significant_share", "significant_count", "mean_delta_loss", "detectable"),
@@ -469,7 +473,42 @@ def _analysis(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     series = _per_seed(data, label, f"{task}: no analysis/{KINDS[how.rows][0]}/{'' if arm == 'none' else arm + '/'}"
                                     "seed*.json", lambda d: how.value(d, sel))
     series.notes += [note] if note else []
+    if kind == "ablation" and sel["measure"] == "significant_share" and sel.get("alpha") is not None:
+        for seed in list(series.values):
+            _attach_ablation_examples(series, seed, tree.analysis_examples(task, kind, arm, seed), sel)
     return series
+
+
+def _attach_ablation_examples(series: Series, seed: int, kept: Mapping[str, Any] | None,
+                              sel: Mapping[str, Any]) -> None:
+    """Where the ablation kept its per-example statistic, the significant share recomputed on a resample of the
+    examples: every head's paired test redone on the same resampled examples (they share one test set, so the
+    share's uncertainty is the examples', not that of heads as independent trials)."""
+    if kept is None or sel.get("test") is not None and kept.get("test") != sel["test"]:
+        return
+    try:
+        cols = kept["columns"]
+        base = np.asarray([np.nan if v is None else v for v in cols["base"]], dtype=np.float64)
+        ablated = np.asarray([[np.nan if v is None else v for v in row] for row in cols["ablated"]],
+                             dtype=np.float64)
+        sites = [str(site) for site, _ in kept["heads"]]
+        tol = float(kept.get("noise_tol", 0.0))
+    except (KeyError, TypeError, ValueError):
+        return
+    kinds = _kinds(sel)
+    chosen = np.asarray([kinds is None or site_kind(s) in kinds for s in sites], dtype=bool)
+    if ablated.shape != (len(sites), base.shape[0]) or not chosen.any():
+        return
+    ablated, alpha, full = ablated[chosen], float(sel["alpha"]), series.values[seed]
+
+    def share(idx: Any) -> float:
+        at = slice(None) if idx is None else idx
+        return float(np.mean(paired_ttests(base[at], ablated[:, at], tol) < alpha))
+
+    if abs(share(None) - full) > 1e-9:
+        return  # not the examples the rows were tested on (an older or foreign file): keep the seed-level test
+    series.resample[seed] = share
+    series.units[seed] = int(base.shape[0])
 
 
 # -- speed ---------------------------------------------------------------------------------------------

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -58,6 +60,9 @@ class AblationTable:
     examples: int
     rows: list[HeadAblation] = field(default_factory=list)
     layout: dict[str, list[int]] = field(default_factory=dict)
+    # the `test` statistic per example: the baseline's [N] and each row's ablation [len(rows), N], so a share
+    # of significant heads can be recomputed on resamples of the examples (they share one test set)
+    per_example: tuple[np.ndarray, np.ndarray] | None = None
 
     def scores(self) -> Scores:
         """Increase in loss when the head is removed, per site in layout order (higher = keep)."""
@@ -68,6 +73,21 @@ class AblationTable:
 
     def significant(self) -> list[HeadAblation]:
         return [row for row in self.rows if row.significant]
+
+    def examples_record(self, test: str, noise_tol: float) -> dict[str, Any] | None:
+        """What ``heads ablate`` keeps beside its result (``NAME.examples.json``): the ``test`` statistic per
+        example, the baseline's and each head's ablation (rows in ``heads`` order, NaN written as null), from
+        which heads.report recomputes every head's test on a resample of the examples."""
+        if self.per_example is None:
+            return None
+        base, ablated = self.per_example
+
+        def plain(values: np.ndarray) -> list:
+            return [None if math.isnan(v) else float(v) for v in values]
+
+        return {"units": int(base.shape[0]), "test": test, "noise_tol": noise_tol,
+                "heads": [[r.site, r.position] for r in self.rows],
+                "columns": {"base": plain(base), "ablated": [plain(row) for row in ablated]}}
 
 
 def ablation_table(
@@ -105,7 +125,8 @@ def ablation_table(
                 detectable=detectable_shift(per_base.numpy(), per_ablated[i].numpy(), params.power_alpha),
             )
         )
-    return AblationTable(base_loss, base_acc, int((base.count > 0).sum()), rows, layout)
+    return AblationTable(base_loss, base_acc, int((base.count > 0).sum()), rows, layout,
+                         (per_base.numpy().astype(np.float64), per_ablated.numpy().astype(np.float64)))
 
 
 def of_layers(model: nn.Module, layout: dict[str, list[int]], layers: Iterable[int] | None) -> dict[str, list[int]]:

@@ -7,42 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
+# the paired t-tests live torch-free beside the package, so the report recomputes them without loading torch
+from heads.paired import detectable_shift, paired_ttest, paired_ttests
 
-def paired_ttest(a: Sequence[float], b: Sequence[float], tol: float = 0.0) -> float:
-    """Two-sided paired t-test p-value for per-example values ``a`` vs ``b`` (loss or accuracy).
-
-    Examples where either value is NaN are dropped. Differences with
-    ``|a - b| <= tol`` count as exactly zero (numerical noise of a different
-    batch layout must not look like an effect). No difference at all, or fewer
-    than two examples, gives p = 1 (nothing to reject); scipy would give NaN.
-    """
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if a.shape != b.shape:
-        raise ValueError(f"paired values need equal shapes, got {a.shape} and {b.shape}")
-    keep = ~(np.isnan(a) | np.isnan(b))
-    diff = (b - a)[keep]
-    diff[np.abs(diff) <= tol] = 0.0
-    if diff.size < 2 or not np.any(diff):
-        return 1.0
-    if np.ptp(diff) <= 1e-12 * np.abs(diff).max():
-        return 0.0  # a constant non-zero shift: infinitely significant (scipy would divide by ~0)
-    return float(stats.ttest_1samp(diff, 0.0).pvalue)
-
-
-def detectable_shift(a: Sequence[float], b: Sequence[float], alpha: float = 0.01, power: float = 0.8) -> float:
-    """The smallest mean per-example change a two-sided paired t-test at ``alpha`` detects with ``power``, given
-    the spread of the measured differences ``b - a`` (normal approximation of the power: the critical t plus
-    the power's normal quantile, times the standard error; slightly optimistic at few pairs: at 16 the power of
-    that shift is about 78 %, not 80 %). NaN with fewer than two pairs; 0 with no spread (a head whose removal
-    changes nothing has nothing to scale by, which is why claims read an upper quantile over heads)."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    diff = (b - a)[~(np.isnan(a) | np.isnan(b))]
-    if diff.size < 2:
-        return float("nan")
-    se = float(np.std(diff, ddof=1)) / np.sqrt(diff.size)
-    return float((stats.t.ppf(1 - alpha / 2, diff.size - 1) + stats.norm.ppf(power)) * se)
+__all__ = ["BootstrapResult", "detectable_shift", "paired_bootstrap", "paired_ttest", "paired_ttests"]
 
 
 @dataclass(frozen=True)
