@@ -129,7 +129,9 @@ def _git() -> tuple[str | None, bool | None]:
             return None, None
         return git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--", "heads"))
     except (OSError, subprocess.SubprocessError):
-        return None, None
+        # a copy of a checkout without its .git (the GPU visit's working tree): the sender may name the commit
+        # it copied; whether the copy differs from it is then unknown
+        return os.environ.get("HEADS_GIT_COMMIT") or None, None
 
 
 def _torch_build(torch) -> dict[str, Any]:

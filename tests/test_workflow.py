@@ -20,7 +20,7 @@ def snakemake(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
 
 
 @needs_snakemake
-@pytest.mark.parametrize("preset", ["smoke", "tiny", "small", "paper", "pretrained"])
+@pytest.mark.parametrize("preset", ["smoke", "tiny", "small", "paper", "pretrained", "gpu"])
 def test_dry_run_resolves_every_preset(preset):
     import re
 
@@ -192,7 +192,7 @@ def test_data_preparation_and_rendering_run_where_snakemake_runs():
 
 
 @needs_snakemake
-@pytest.mark.parametrize("preset", ["smoke", "tiny", "small", "paper", "pretrained"])
+@pytest.mark.parametrize("preset", ["smoke", "tiny", "small", "paper", "pretrained", "gpu"])
 def test_lint_is_clean(preset):
     run = snakemake("--lint", "--config", f"preset={preset}")
     assert run.returncode == 0 and "Congratulations" in run.stdout + run.stderr, run.stdout + run.stderr

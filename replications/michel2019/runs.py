@@ -47,8 +47,9 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                                params={"scorer": "importance", **curve_params, "seed": seed}, config=curve_eval,
                                options={"task": True}, paths={"source": f"{b}/snapshots/step-{step}"}, after=(b,)))
     # Inference speed, once per seed's classifier: separate jobs at separate times are the replicates of a
-    # clock-based claim (repeats inside one process share its machine state and say less)
-    for seed in seeds:
+    # clock-based claim (repeats inside one process share its machine state and say less); no speed_ratios, no
+    # speed jobs (the GPU visit's translation-only sheet)
+    for seed in seeds if s["speed_ratios"] else []:
         b = baseline(REPLICATION, "cls", seed)
         out += [b, RunSpec(analysis_label("cls", "speed", seed=seed), "speed", REPLICATION, "cls", seed, "speed",
                            options={"ratios": list(s["speed_ratios"]), "batches": list(s["speed_batches"])},

@@ -22,13 +22,16 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                         config={"train": {"steps": settings["steps"], "warmup": 0, "schedule": "constant",
                                           "lr": 0.0001}},
                         paths={"model.source": f"{base.label}/model"}, after=(base.label,)),
-                # as many steps as the L0 model had in all (the baseline's plus its L0 fine-tune), as C3 compares
-                RunSpec(run_label(task, "scratch", f"l0{arm}", 0.0, seed), "train", REPLICATION, task, seed,
-                        "scratch", f"l0{arm}", knob=float(lam), strategy="scratch",
-                        config={"train": {"steps": settings["scratch_steps"]}},
-                        paths={"strategy.params.layout_from": f"{l0}/summary.json"}, after=(l0,)),
                 RunSpec(analysis_label(task, "roles", arm, seed=seed), "roles", REPLICATION, task, seed, "roles", arm,
                         knob=float(lam), options={"batches": settings.get("batches", 4)},
                         paths={"source": l0, "reference": base.label}, after=(l0, base.label)),
             ]
+            # scratch_lams: the penalties whose layout is also trained from scratch (default: every one); C3
+            # reads the largest, and a short GPU visit affords no more than that one
+            if lam in settings.get("scratch_lams", settings["lams"]):
+                # as many steps as the L0 model had in all (the baseline's plus its L0 fine-tune), as C3 compares
+                out.append(RunSpec(run_label(task, "scratch", f"l0{arm}", 0.0, seed), "train", REPLICATION, task,
+                                   seed, "scratch", f"l0{arm}", knob=float(lam), strategy="scratch",
+                                   config={"train": {"steps": settings["scratch_steps"]}},
+                                   paths={"strategy.params.layout_from": f"{l0}/summary.json"}, after=(l0,)))
     return out
