@@ -72,6 +72,7 @@ def example_stats(model: nn.Module, batch: Mapping[str, Any], logits: torch.Tens
     labels = batch.get("labels") if labels is None else labels
     if labels is None:
         raise ValueError("scoring batches need 'labels' (the loss is what importance and ablation measure)")
+    labels = labels.to(logits.device)  # the batch may still be on the host while the model runs on a GPU
     if logits.dim() == 2:
         return _sequence_stats(model, logits.float(), labels)
     if shifts_labels(model):

@@ -70,8 +70,9 @@ class _Gates(Hook):
         Site order, not the order a checkpoint's JSON lists them in (sorted keys): sampling draws the noise
         site by site from one random stream, so another order gives other gates after a resume.
         """
+        device = next(trainer.model.parameters()).device  # beside the model's: a GPU run gates on the GPU
         self.log_alpha = {
-            name: torch.nn.Parameter(torch.tensor(log_alpha[name], dtype=torch.float32))
+            name: torch.nn.Parameter(torch.tensor(log_alpha[name], dtype=torch.float32, device=device))
             for name in head_layout(trainer.model)
             if name in log_alpha
         }
@@ -82,7 +83,9 @@ class _Gates(Hook):
         for name, param in self.log_alpha.items():
             if moments.get(name):
                 trainer.optimizer.state[param] = {
-                    k: torch.tensor(v, dtype=torch.float32) for k, v in moments[name].items()
+                    # AdamW keeps its step count on the host unless captured; the moments beside the gates
+                    k: torch.tensor(v, dtype=torch.float32, device="cpu" if k == "step" else device)
+                    for k, v in moments[name].items()
                 }
         self._optimizer = trainer.optimizer
 

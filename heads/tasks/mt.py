@@ -75,7 +75,8 @@ class Translation(Task):
         return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
     def loss(self, model, batch, cfg: RunConfig) -> torch.Tensor:
-        logits = model(**on_model(batch, model)).logits
+        batch = on_model(batch, model)  # the labels too: on a GPU they must sit beside the logits
+        logits = model(**batch).logits
         return F.cross_entropy(
             logits.flatten(0, 1),
             batch["labels"].flatten(),
