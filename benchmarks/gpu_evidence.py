@@ -110,6 +110,7 @@ class Visit:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.runs = Path(args.runs)
+        self.sps, self.overhead = 0.0, 0.0  # seconds per step side by side and a job's other seconds
         self.logs = self.runs.parent / "logs"
         self.start = time.monotonic()
         self.record: dict = {"preset": PRESET, "scale": args.scale, "budget_s": args.budget,
@@ -260,6 +261,22 @@ class Visit:
         self.save()
         return steps
 
+    def pace(self, jobs: list[Job]) -> None:
+        """The baselines' own pace side by side (their summaries' training seconds per step, and the rest of
+        each job's time): what the calibration guessed, measured, and what the scratch estimate uses."""
+        per_step, overhead = [], []
+        for j in jobs:
+            path = self.runs / j.entry.label / "summary.json"
+            if j.record.get("status") == "ok" and path.is_file():
+                s = json.loads(path.read_text())
+                per_step.append(s["train_seconds"] / max(s["steps"], 1))
+                overhead.append(j.record["seconds"] - s["train_seconds"])
+        if per_step:
+            self.sps, self.overhead = max(per_step), max(overhead)
+            self.record["parts"]["train"].update(seconds_per_step=round(self.sps, 4),
+                                                 overhead_s=round(self.overhead, 1))
+            self.save()
+
     # -- records ----------------------------------------------------------------------------------------------
     def save(self) -> None:
         self.record["elapsed_s"] = round(time.monotonic() - self.start, 1)
@@ -274,10 +291,13 @@ class Visit:
         self.save()
         vocab = MINI["tasks"][TASK]["model"]["vocab"] if self.args.scale == "mini" else None
         prepare(self.args.data_root, vocab)
-        steps = self.calibrate()
+        if self.args.steps:  # sized beforehand (from an earlier visit's measured pace): no calibration
+            steps = self.record["steps"] = self.args.steps
+        else:
+            steps = self.calibrate()
         sheet = self.sheet(steps)
         self.record["sheet"] = {"entries": len(sheet.runs), "of": {k: len(v) for k, v in sheet.of.items()}}
-        for name in PARTS:
+        for name in self.args.parts.split(","):
             jobs = [self.job(e) for e in sheet.runs.values() if part_of(e) == name and e.task == TASK]
             cap = min(self.cap(name) if name in CAPS else self.left(), self.left() - self.args.reserve)
             if name == "scratch" and self.args.scale != "mini":
@@ -292,6 +312,8 @@ class Visit:
                     self.save()
                     continue
             self.run_part(name, jobs, cap)
+            if name == "train":
+                self.pace(jobs)
         self.record["ok_all"] = all(p.get("ok_all", False) for p in self.record["parts"].values())
         self.save()
         return 0 if self.record["ok_all"] else 1
@@ -390,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=float, default=540, help="seconds for every part together")
     p.add_argument("--reserve", type=float, default=15, help="seconds kept back for the last records")
     p.add_argument("--max-steps", type=int, help="at most this many steps (default the preset's)")
+    p.add_argument("--steps", type=int, help="train this many steps, without calibrating")
+    p.add_argument("--parts", default=",".join(PARTS), help=f"the parts to run, in order (default {','.join(PARTS)})")
     p.add_argument("--parallel", type=int, default=9, help="jobs side by side (the GPU holds them all)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads per job")
     p.add_argument("--render", action="store_true", help="render --runs into --results instead of running")

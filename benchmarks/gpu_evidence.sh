@@ -40,4 +40,4 @@ if [[ $SCALE == visit && ! -f resources/data/mt-offline/tokenizer-8000.json ]]; 
 fi
 args=(--device "$DEVICE" --scale "$SCALE" --runs "$RUNS" --out "$RECORD" --budget "$BUDGET" --parallel "$PARALLEL")
 [[ -n $ARCHIVE ]] && args+=(--archive "$ARCHIVE")
-exec "$PYTHON" benchmarks/gpu_evidence.py "${args[@]}"
+exec "$PYTHON" benchmarks/gpu_evidence.py "${args[@]}" "$@"  # e.g. --steps 2000
