@@ -655,6 +655,17 @@ def test_holm_makes_a_verdict_its_own_test_carried_inconclusive_and_says_why():
     assert (e.verdict, e.p_adjusted) == ("supported", pytest.approx(0.02))  # a family of one
 
 
+def test_a_claim_on_a_task_the_preset_does_not_run_is_not_tested(tmp_path):
+    """A replication whose runs at a preset are on other tasks only (the GPU visit: translation) made no model
+    that could show a classifier's claim: not tested at this scale, saying so, not a run gone missing."""
+    root = make_tree(tmp_path)
+    claim = _claim(task="cls", kind="value", a={**BASE, "field": "value"})
+    result = evaluate(claim, RunTree(root, tasks=["lm"]))
+    assert result.verdict == "not tested at this scale"
+    assert "runs no 'cls' models" in result.precondition and "['lm']" in result.note
+    assert evaluate(claim, RunTree(root)).verdict != "not tested at this scale"  # every task read: measured
+
+
 def test_a_stated_choice_is_said_in_the_ledger_note(tmp_path):
     tree = RunTree(make_tree(tmp_path))
     claim = _claim(kind="value", a={**BASE, "field": "final_val_loss"}, choice="  a 1 % band, ours  ")

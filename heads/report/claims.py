@@ -210,6 +210,11 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     that pruned nothing) makes the claim inconclusive with the reason, and the effect over the others is shown."""
     if claim.not_tested:
         return declared_not_tested(claim)
+    if tree.only is not None and claim.task not in tree.only:
+        # the replication runs none of this task at this preset (the GPU visit trains translation only): no
+        # model was made that could show the claim, which is not the same as a run that went missing
+        why = f"this preset runs no {claim.task!r} models for {claim.replication} (its runs are on {sorted(tree.only)})"
+        return ClaimResult(claim, NOT_TESTED, note=why, precondition="not met: " + why)
     precondition, blocked = check_preconditions(claim, tree)
     try:
         a = measure(tree, claim.a)
