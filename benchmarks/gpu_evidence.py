@@ -5,9 +5,10 @@ A visit is short (minutes of device time, nothing installed but a Python with to
 this is a small executor of the same run sheet the DAG uses (``heads.sheet``): every job is the DAG's own
 ``heads`` command line, so the run tree it writes is the one ``heads report`` reads. Parts, in order:
 
-* ``calibrate``: the seeds' baselines trained side by side for a few steps; their seconds per step (and the
-  start-up and final evaluation around them) size ``train.steps`` to the training budget (a dag override, so
-  every run's config records the steps it trained);
+* ``calibrate`` (with ``--calibrate``, and in the miniature): the seeds' baselines trained side by side for a
+  few steps; their seconds per step (and the start-up and final evaluation around them) size ``train.steps`` to
+  the training budget. Otherwise the steps are the preset's, sized from the pace earlier visits measured
+  (``--steps`` overrides); either way a dag override, so every run's config records the steps it trained;
 * ``train``: the baselines, side by side;
 * ``analyses``: Michel's single-head ablation with BLEU's paired bootstrap and all-but-one per site, Voita's L0
   gates at each penalty, and the surviving heads' roles;
@@ -57,7 +58,7 @@ MINI = {
 }
 # What a part may take at most, seconds (less when the budget has less left). The steps are sized so that the
 # baselines end within TRAIN_SHARE of train's cap; scratch runs only when what is left holds its estimate.
-CAPS = {"calibrate": 75, "train": 280, "analyses": 150, "curves": 60}
+CAPS = {"calibrate": 75, "train": 310, "analyses": 150, "curves": 75}
 MINI_CAPS = 4  # the miniature's caps are these times the visit's: two CPU cores start a process in ~20 s
 TRAIN_SHARE = 0.85
 PARTS = ("train", "analyses", "curves", "scratch")
@@ -291,10 +292,10 @@ class Visit:
         self.save()
         vocab = MINI["tasks"][TASK]["model"]["vocab"] if self.args.scale == "mini" else None
         prepare(self.args.data_root, vocab)
-        if self.args.steps:  # sized beforehand (from an earlier visit's measured pace): no calibration
-            steps = self.record["steps"] = self.args.steps
-        else:
+        if self.args.calibrate or self.args.scale == "mini":
             steps = self.calibrate()
+        else:  # sized beforehand, from an earlier visit's measured pace (the preset says which)
+            steps = self.record["steps"] = self.args.steps or _preset_steps()
         sheet = self.sheet(steps)
         self.record["sheet"] = {"entries": len(sheet.runs), "of": {k: len(v) for k, v in sheet.of.items()}}
         for name in self.args.parts.split(","):
@@ -450,6 +451,24 @@ def prepare(data_root: str, vocab: int | None = None) -> Path:
     return folder
 
 
+# What the device's image lacks or holds too old (its python3 is 3.12 with torch, tokenizers, sacrebleu, scipy,
+# pandas; transformers 5.17, no datasets): carried as wheels at the versions installed here.
+CARRIED = ("transformers", "datasets", "dill", "multiprocess")
+
+
+def wheels(dest: Path = ROOT / ".whl") -> None:
+    """Download the carried packages' wheels for the device's Python (3.12, manylinux x86-64) into ``dest``."""
+    from importlib.metadata import version
+
+    pins = [f"{name}=={version(name)}" for name in CARRIED]
+    platforms = [x for p in ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
+                 for x in ("--platform", p)]
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                    "--python-version", "3.12", "--implementation", "cp", *platforms, "-d", str(dest), *pins],
+                   check=True)
+    print(f"wheels for the device in {dest}: {', '.join(pins)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda", help="cuda (the visit) or cpu (the miniature)")
@@ -458,22 +477,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="results/bench/gpu_evidence.json", help="the visit's record")
     p.add_argument("--archive", help="a .tar.gz of the records (no weights), rewritten after every part")
     p.add_argument("--data-root", default="resources/data", help="the prepared data (carried to the device)")
-    p.add_argument("--budget", type=float, default=540, help="seconds for every part together")
+    p.add_argument("--budget", type=float, default=560, help="seconds for every part together")
     p.add_argument("--reserve", type=float, default=15, help="seconds kept back for the last records")
     p.add_argument("--max-steps", type=int, help="at most this many steps (default the preset's)")
-    p.add_argument("--steps", type=int, help="train this many steps, without calibrating")
+    p.add_argument("--steps", type=int, help="train this many steps (default the preset's)")
+    p.add_argument("--calibrate", action="store_true",
+                   help="size the steps from a short run of the seeds side by side instead (its early steps are "
+                        "slower than the run's: the first visit's calibration overstated the pace threefold)")
     p.add_argument("--parts", default=",".join(PARTS), help=f"the parts to run, in order (default {','.join(PARTS)})")
     p.add_argument("--parallel", type=int, default=9, help="jobs side by side (the GPU holds them all)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads per job")
     p.add_argument("--render", action="store_true", help="render --runs into --results instead of running")
     p.add_argument("--results", default="results/gpu", help="where --render writes the ledgers")
-    p.add_argument("--prepare", action="store_true", help="prepare the data and tokenizer the visit carries")
+    p.add_argument("--prepare", action="store_true",
+                   help="prepare the data and tokenizer the visit carries, and download the wheels it needs")
     p.add_argument("--from-archive", help="with --render: the run tree of this visit's archive instead of --runs")
     p.add_argument("--summarize", nargs="+", metavar="ARCHIVE", help="Markdown of these visits' archives")
     p.add_argument("--md", help="with --summarize: write it here")
     args = p.parse_args(argv)
     if args.prepare:
         prepare(args.data_root)
+        wheels()
         return 0
     if args.summarize:
         text = summarize([Path(a) for a in args.summarize])

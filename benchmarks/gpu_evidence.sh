@@ -14,7 +14,7 @@ SCALE=${SCALE:-visit}
 RUNS=${RUNS:-results/gpu/runs}
 RECORD=${RECORD:-results/bench/gpu_evidence.json}  # not OUT: the device tool names its folder so
 ARCHIVE=${ARCHIVE:-}
-BUDGET=${BUDGET:-540}
+BUDGET=${BUDGET:-560}
 PARALLEL=${PARALLEL:-9}  # jobs side by side: the GPU holds them all; 2 on two CPU cores
 
 if [[ -z "${VIRTUAL_ENV:-}" && -f .venv/bin/activate ]]; then

@@ -72,7 +72,7 @@ def _args(tmp_path: Path):
     return argparse.Namespace(device="cpu", scale="mini", runs=str(tmp_path / "runs"),
                               out=str(tmp_path / "visit.json"), archive=None, data_root="resources/data",
                               budget=60.0, reserve=5.0, max_steps=None, parallel=2, threads=1,
-                              steps=None, parts=",".join(ge.PARTS))
+                              steps=None, parts=",".join(ge.PARTS), calibrate=False)
 
 
 @pytest.mark.slow
