@@ -37,7 +37,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +103,7 @@ def record(out: Path, name: str, value: dict[str, Any], **top: Any) -> None:
     One writer at a time (the shell runs parts one after another), so no lock; the write is atomic.
     """
     data = read(out)
-    data.update(top, updated=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    data.update(top, updated=datetime.now(UTC).isoformat(timespec="seconds"))
     sections = data.setdefault("sections", {})
     sections[name] = {**sections.get(name, {}), **value}
     write_text(out, json.dumps(data, indent=2) + "\n")

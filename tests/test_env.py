@@ -185,3 +185,13 @@ def test_the_lock_honours_pyproject_ranges():
                                         if name in locked_extras for d in ds]
     bad = [d for d in map(Requirement, direct) if not d.specifier.contains(lock[env._normalise(d.name)], True)]
     assert not bad, f"locked versions outside pyproject's ranges: {bad}"
+
+
+def test_readme_states_the_python_floor_pyproject_requires():
+    """The floor a newcomer reads is the one pip enforces (the tests themselves need 3.11: tomllib)."""
+    import re
+    import tomllib
+
+    floor = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    stated = re.search(r"Python (\d+\.\d+)\+", (ROOT / "README.md").read_text())
+    assert stated and floor == f">={stated.group(1)}", (floor, stated and stated.group(0))
