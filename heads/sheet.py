@@ -39,7 +39,7 @@ def fmt_ratio(ratio: float) -> str:
     return f"{float(ratio):.{max(1, len(text.split('.')[1]))}f}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunSpec:
     """One run of the DAG.
 
@@ -280,7 +280,8 @@ def _merge(a: Mapping, b: Mapping, label: str, prefix: str = "") -> dict:
 
 def baseline(replication: str, task: str, seed: int, config: dict | None = None) -> RunSpec:
     """The full model trained from scratch: one per task and seed, shared by every replication."""
-    return RunSpec(run_label(task, "baseline", "none", 0.0, seed), "train", replication, task, seed,
+    return RunSpec(label=run_label(task, "baseline", "none", 0.0, seed), command="train", replication=replication,
+                   task=task, seed=seed,
                    config=config or {})
 
 
@@ -297,8 +298,9 @@ def longer_baselines(replication: str, longer: Mapping[str, Any] | None, seeds: 
     n = int(longer["seeds"])
     if n > len(seeds):
         raise SheetError(f"{replication}: longer_baseline asks for {n} seeds, the replication has {len(seeds)}")
-    return [RunSpec(run_label(longer["task"], LONGER, "none", 0.0, seed), "train", replication, longer["task"],
-                    seed, LONGER, knob=float(longer["factor"])) for seed in list(seeds)[:n]]
+    return [RunSpec(label=run_label(longer["task"], LONGER, "none", 0.0, seed), command="train",
+                    replication=replication, task=longer["task"],
+                    seed=seed, variant=LONGER, knob=float(longer["factor"])) for seed in list(seeds)[:n]]
 
 
 def _yardstick_steps(e: RunSpec, sheet: Mapping[str, RunSpec], preset: str | None) -> RunSpec:
@@ -415,6 +417,8 @@ def custom(entries: Iterable[Mapping[str, Any]], seeds: Iterable[int]) -> list[R
         if "ratio" in c:
             params.setdefault("ratio", ratio)
         for seed in seeds:
-            out.append(RunSpec(run_label(c["task"], "during", c["label"], ratio, seed), "train", "training_time",
-                               c["task"], seed, "during", c["label"], ratio, strategy=c["strategy"], params=params))
+            out.append(RunSpec(label=run_label(c["task"], "during", c["label"], ratio, seed), command="train",
+                               replication="training_time",
+                               task=c["task"], seed=seed, variant="during", arm=c["label"], ratio=ratio,
+                               strategy=c["strategy"], params=params))
     return out

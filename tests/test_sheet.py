@@ -46,22 +46,24 @@ def test_shared_runs_merge_their_config_and_refuse_a_conflict():
     assert merged[a.label].config == {"train": {"snapshots": [10]}}
     with pytest.raises(SheetError, match="snapshots declared as"):
         check([a, baseline("two", "mt", 0, {"train": {"snapshots": [20]}})])
-    other = RunSpec(a.label, "train", "two", "mt", 0, strategy="oneshot")
+    other = RunSpec(label=a.label, command="train", replication="two", task="mt", seed=0, strategy="oneshot")
     with pytest.raises(SheetError, match="different contents"):
         check([a, other])
 
 
 def test_a_run_must_start_from_a_run_on_the_sheet():
     source = "lm/posthoc/importance/0.5/seed0"
-    orphan = RunSpec(run_label("lm", "posthoc_ft", "importance", 0.5, 0), "train", "x", "lm", 0,
+    orphan = RunSpec(label=run_label("lm", "posthoc_ft", "importance", 0.5, 0), command="train", replication="x",
+                     task="lm", seed=0,
                      paths={"model.source": source}, after=(source,))
     with pytest.raises(SheetError, match="not on the sheet"):
         check([orphan])
-    stray = RunSpec("lm/x/y/0.0/seed0", "train", "x", "lm", 0, paths={"model.source": "elsewhere/model"})
+    stray = RunSpec(label="lm/x/y/0.0/seed0", command="train", replication="x", task="lm", seed=0,
+                    paths={"model.source": "elsewhere/model"})
     with pytest.raises(SheetError, match="not inside a run listed in after"):
         check([stray])
     with pytest.raises(SheetError, match="command 'fly'"):
-        check([RunSpec("a", "fly", "x", "lm", 0)])
+        check([RunSpec(label="a", command="fly", replication="x", task="lm", seed=0)])
 
 
 def test_custom_entries_pass_every_parameter_through_including_the_ratio():
@@ -211,7 +213,8 @@ def test_training_time_prunes_the_baseline_by_genre_pooled_and_stratified_and_sc
 
 def test_a_prune_entry_must_evaluate_or_it_would_never_be_done():
     base = baseline("r", "lm", 0)
-    pruned = RunSpec("lm/posthoc/x/0.5/seed0", "prune", "r", "lm", 0, "posthoc", "x", 0.5, strategy="posthoc",
+    pruned = RunSpec(label="lm/posthoc/x/0.5/seed0", command="prune", replication="r", task="lm", seed=0,
+                     variant="posthoc", arm="x", ratio=0.5, strategy="posthoc",
                      params={"ratio": 0.5}, paths={"source": base.label}, after=(base.label,))
     with pytest.raises(SheetError, match="evaluate"):
         check([base, pruned])

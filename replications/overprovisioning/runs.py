@@ -9,7 +9,8 @@ REPLICATION = "overprovisioning"
 def _posthoc(task: str, source: str, variant: str, arm: str, ratio: float, seed: int, scorer: str,
              knob: float | None = None) -> RunSpec:
     """``source`` pruned by ``scorer`` to ``ratio``, evaluated (its ``value_change`` is what pruning cost it)."""
-    return RunSpec(run_label(task, variant, arm, ratio, seed), "prune", REPLICATION, task, seed, variant, arm, ratio,
+    return RunSpec(label=run_label(task, variant, arm, ratio, seed), command="prune", replication=REPLICATION,
+                   task=task, seed=seed, variant=variant, arm=arm, ratio=ratio,
                    knob=knob, strategy="posthoc", params={"ratio": ratio, "scorer": scorer, "seed": seed},
                    options={"evaluate": True}, paths={"source": source}, after=(source,))
 
@@ -30,13 +31,15 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                 pruned = run_label(task, "posthoc", scorer, r, seed)
                 out += [
                     _posthoc(task, base.label, "posthoc", scorer, r, seed, scorer),
-                    RunSpec(run_label(task, "posthoc_ft", scorer, r, seed), "train", REPLICATION, task, seed,
-                            "posthoc_ft", scorer, r,
+                    RunSpec(label=run_label(task, "posthoc_ft", scorer, r, seed), command="train",
+                            replication=REPLICATION, task=task, seed=seed,
+                            variant="posthoc_ft", arm=scorer, ratio=r,
                             config={"train": {"steps": settings["finetune_steps"], "warmup": 0,
                                               "schedule": "constant", "lr": 0.0002}},
                             paths={"model.source": pruned}, after=(pruned,)),
-                    RunSpec(run_label(task, "scratch", "uniform", r, seed), "train", REPLICATION, task, seed,
-                            "scratch", "uniform", r, strategy="scratch", params={"ratio": r}),
+                    RunSpec(label=run_label(task, "scratch", "uniform", r, seed), command="train",
+                            replication=REPLICATION, task=task, seed=seed,
+                            variant="scratch", arm="uniform", ratio=r, strategy="scratch", params={"ratio": r}),
                 ]
             # A1's other end (30 %): pruned and evaluated only, nothing trained from it
             for r in settings.get("posthoc_ratios", {}).get(task, []):
@@ -44,8 +47,9 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                     out.append(_posthoc(task, base.label, "posthoc", scorer, r, seed, scorer))
             for r in settings["matched_ratios"]:
                 pruned = run_label(task, "posthoc", scorer, r, seed)
-                out.append(RunSpec(run_label(task, "scratch", "matched", r, seed), "train", REPLICATION, task, seed,
-                                   "scratch", "matched", r, strategy="scratch",
+                out.append(RunSpec(label=run_label(task, "scratch", "matched", r, seed), command="train",
+                                   replication=REPLICATION, task=task, seed=seed,
+                                   variant="scratch", arm="matched", ratio=r, strategy="scratch",
                                    paths={"strategy.params.layout_from": f"{pruned}/config.json"}, after=(pruned,)))
     # baselines trained only so the claims on a task this preset does not prune can measure their preconditions,
     # and say "not tested at this scale" with the number (the small Marian's BLEU)
@@ -74,12 +78,15 @@ def gqa_runs(g: dict, seeds: list[int], scorer: str) -> list[RunSpec]:
                 continue
             model = {**shape, **({"kv_heads": kv} if kv is not None else {})}
             label, knob = run_label(task, "gqa", arm, 0.0, seed), None if kv is None else float(kv)
-            out += [RunSpec(label, "train", REPLICATION, task, seed, "gqa", arm, knob=knob, config={"model": model}),
+            out += [RunSpec(label=label, command="train", replication=REPLICATION, task=task, seed=seed,
+                            variant="gqa", arm=arm, knob=knob, config={"model": model}),
                     _posthoc(task, label, "posthoc_gqa", arm, ratio, seed, scorer, knob)]
             models[arm] = (label, knob)
         for arm, (label, knob) in models.items():
-            out.append(RunSpec(analysis_label(task, "redundancy", arm, seed=seed), "redundancy", REPLICATION, task,
-                               seed, "redundancy", arm, knob=knob, options={"batches": g["redundancy_batches"],
+            out.append(RunSpec(label=analysis_label(task, "redundancy", arm, seed=seed), command="redundancy",
+                               replication=REPLICATION, task=task,
+                               seed=seed, variant="redundancy", arm=arm, knob=knob,
+                               options={"batches": g["redundancy_batches"],
                                                                 "pooling": ["token", "mean"]},
                                paths={"source": label}, after=(label,)))
     return out

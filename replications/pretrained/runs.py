@@ -12,8 +12,9 @@ TASK = "lm"
 def _posthoc(source: str, arm: str, ratio: float, seed: int, batches: int) -> RunSpec:
     """The baseline pruned by importance to ``ratio`` of its heads (whole key/value groups: the model's grouped
     query attention lets no single query head go physically), evaluated on the same shard."""
-    return RunSpec(run_label(TASK, "posthoc", arm, ratio, seed), "prune", REPLICATION, TASK, seed, "posthoc", arm,
-                   ratio, strategy="posthoc",
+    return RunSpec(label=run_label(TASK, "posthoc", arm, ratio, seed), command="prune", replication=REPLICATION,
+                   task=TASK, seed=seed, variant="posthoc", arm=arm,
+                   ratio=ratio, strategy="posthoc",
                    params={"ratio": ratio, "scorer": "importance", "seed": seed, "batches": batches},
                    options={"evaluate": True}, paths={"source": source}, after=(source,))
 
@@ -35,37 +36,46 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
             pruned = _posthoc(base.label, "importance", r, seed, s["score_batches"])
             out.append(pruned)
             if r in s["finetune"]:  # a short recovery fine-tune on the training text, evaluated on the same shard
-                out.append(RunSpec(run_label(TASK, "posthoc_ft", "importance", r, seed), "train", REPLICATION, TASK,
-                                   seed, "posthoc_ft", "importance", r,
+                out.append(RunSpec(label=run_label(TASK, "posthoc_ft", "importance", r, seed), command="train",
+                                   replication=REPLICATION, task=TASK,
+                                   seed=seed, variant="posthoc_ft", arm="importance", ratio=r,
                                    config={**shard, "train": {"steps": s["finetune_steps"]}},
                                    paths={"model.source": pruned.label}, after=(pruned.label,)))
-        out.append(RunSpec(analysis_label(TASK, "ablation", seed=seed), "ablate", REPLICATION, TASK, seed, "ablation",
+        out.append(RunSpec(label=analysis_label(TASK, "ablation", seed=seed), command="ablate",
+                           replication=REPLICATION, task=TASK, seed=seed, variant="ablation",
                            options={"batches": s["ablation_batches"], "test": "loss",
                                     "layers": list(s["ablation_layers"]), "chunk": s["ablation_chunk"]},
                            paths={"source": base.label}, after=(base.label,)))
         for scorer in s["curve_scorers"]:
             orders = {"orders": s["random_orders"]} if scorer == "random" and s["random_orders"] > 1 else {}
-            out.append(RunSpec(analysis_label(TASK, "curve", scorer, seed=seed), "curve", REPLICATION, TASK, seed,
-                               "curve", scorer, params={"scorer": scorer, **curve, "seed": seed, **orders},
+            out.append(RunSpec(label=analysis_label(TASK, "curve", scorer, seed=seed), command="curve",
+                               replication=REPLICATION, task=TASK, seed=seed,
+                               variant="curve", arm=scorer, params={"scorer": scorer, **curve, "seed": seed, **orders},
                                config=curve_eval, paths={"source": base.label}, after=(base.label,)))
-        out.append(RunSpec(analysis_label(TASK, "speed", seed=seed), "speed", REPLICATION, TASK, seed, "speed",
+        out.append(RunSpec(label=analysis_label(TASK, "speed", seed=seed), command="speed", replication=REPLICATION,
+                           task=TASK, seed=seed, variant="speed",
                            options={"ratios": list(s["speed_ratios"]), "batches": list(s["speed_batches"]),
                                     "examples": s["speed_examples"]},
                            paths={"source": base.label}, after=(base.label,)))
-        out.append(RunSpec(analysis_label(TASK, "redundancy", "base", seed=seed), "redundancy", REPLICATION, TASK,
-                           seed, "redundancy", "base", options={"batches": s["redundancy_batches"],
+        out.append(RunSpec(label=analysis_label(TASK, "redundancy", "base", seed=seed), command="redundancy",
+                           replication=REPLICATION, task=TASK,
+                           seed=seed, variant="redundancy", arm="base", options={"batches": s["redundancy_batches"],
                                                                 "pooling": ["token", "mean"]},
                            paths={"source": base.label}, after=(base.label,)))
         # a pruned model's folder holds no run config: the preset's applies (--task), with the shard's own
         pruned = run_label(TASK, "posthoc", "importance", s["roles_ratio"], seed)
-        out.append(RunSpec(analysis_label(TASK, "roles", f"importance{s['roles_ratio']}", seed=seed), "roles",
-                           REPLICATION, TASK, seed, "roles", f"importance{s['roles_ratio']}",
+        out.append(RunSpec(label=analysis_label(TASK, "roles", f"importance{s['roles_ratio']}", seed=seed),
+                           command="roles",
+                           replication=REPLICATION, task=TASK, seed=seed, variant="roles",
+                           arm=f"importance{s['roles_ratio']}",
                            knob=float(s["roles_ratio"]), config=shard,
                            options={"task": True, "batches": s["roles_batches"]},
                            paths={"source": pruned, "reference": base.label}, after=(pruned, base.label)))
         if s.get("shift_datasets"):
-            out.append(RunSpec(analysis_label(TASK, "shift", f"importance{s['roles_ratio']}", seed=seed), "shift",
-                               REPLICATION, TASK, seed, "shift", f"importance{s['roles_ratio']}", config=shard,
+            out.append(RunSpec(label=analysis_label(TASK, "shift", f"importance{s['roles_ratio']}", seed=seed),
+                               command="shift",
+                               replication=REPLICATION, task=TASK, seed=seed, variant="shift",
+                               arm=f"importance{s['roles_ratio']}", config=shard,
                                options={"task": True, "datasets": list(s["shift_datasets"])},
                                paths={"source": pruned, "reference": base.label}, after=(pruned, base.label)))
     return out

@@ -38,8 +38,9 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
         for arm, ratio, strategy, params, knob in arms:
             for how in (pooling, *(["token"] if arm in s["token_contrast"] and pooling != "token" else [])):
                 name = arm if how == pooling else f"{arm}_token"
-                out.append(RunSpec(run_label(task, "during", name, ratio, seed), "train", REPLICATION, task, seed,
-                                   "during", name, ratio, knob=knob, strategy=strategy,
+                out.append(RunSpec(label=run_label(task, "during", name, ratio, seed), command="train",
+                                   replication=REPLICATION, task=task, seed=seed,
+                                   variant="during", arm=name, ratio=ratio, knob=knob, strategy=strategy,
                                    params={**params, **_pooling(strategy, how)}))
         out += redundancy_over_training(task, base.label, steps, seed, s["redundancy_batches"])
         # D7: the pruned models against the baseline in domain and on the same books in other translations;
@@ -55,8 +56,10 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                 model = next((e for e in out if e.seed == seed and e.variant == "during" and e.arm == arm), None)
                 if model is None:
                     raise SheetError(f"training_time: {key} names no arm it trains: {arm!r}")
-                out.append(RunSpec(analysis_label(task, kind, arm, seed=seed), kind, REPLICATION, task, seed,
-                                   kind, arm, options=options, paths={"source": model.label, "reference": base.label},
+                out.append(RunSpec(label=analysis_label(task, kind, arm, seed=seed), command=kind,
+                                   replication=REPLICATION, task=task, seed=seed,
+                                   variant=kind, arm=arm, options=options, paths={"source": model.label,
+                                   "reference": base.label},
                                    after=(model.label, base.label)))
         out += genre_pruning(task, base.label, seed, s["genre_domains"], s["genre_ratio"], pooling,
                              s["redundancy_batches"])
@@ -71,21 +74,25 @@ def genre_pruning(task: str, base: str, seed: int, domains: list[str], ratio: fl
     baseline's redundancy on each genre's held-out text, stratified and pooled, under both definitions."""
     if not domains:
         return []
-    out = [RunSpec(analysis_label(task, "redundancy_genre", "genres", seed=seed), "redundancy", REPLICATION, task,
-                   seed, "redundancy_genre", "genres", options={"batches": batches, "pooling": ["token", "mean"],
+    out = [RunSpec(label=analysis_label(task, "redundancy_genre", "genres", seed=seed), command="redundancy",
+                   replication=REPLICATION, task=task,
+                   seed=seed, variant="redundancy_genre", arm="genres", options={"batches": batches,
+                   "pooling": ["token", "mean"],
                                                                 "domains": list(domains)},
                    paths={"source": base}, after=(base,))]
     for arm, stratify in (("genre-pooled", False), ("genre-stratified", True)):
-        pruned = RunSpec(run_label(task, "posthoc_genre", arm, ratio, seed), "prune", REPLICATION, task, seed,
-                         "posthoc_genre", arm, ratio, strategy="posthoc",
+        pruned = RunSpec(label=run_label(task, "posthoc_genre", arm, ratio, seed), command="prune",
+                         replication=REPLICATION, task=task, seed=seed,
+                         variant="posthoc_genre", arm=arm, ratio=ratio, strategy="posthoc",
                          params={"ratio": ratio, "scorer": "similarity", "seed": seed,
                                  "scorer_params": {"pooling": pooling}},
                          options={"split": "train", "domains": list(domains), "evaluate": True,
                                   **({"stratify": True} if stratify else {})},
                          paths={"source": base}, after=(base,))
         out.append(pruned)
-        out.append(RunSpec(analysis_label(task, "shift", arm, seed=seed), "shift", REPLICATION, task, seed, "shift",
-                           arm, options={"task": True, "datasets": list(domains)},
+        out.append(RunSpec(label=analysis_label(task, "shift", arm, seed=seed), command="shift",
+                           replication=REPLICATION, task=task, seed=seed, variant="shift",
+                           arm=arm, options={"task": True, "datasets": list(domains)},
                            paths={"source": pruned.label, "reference": base}, after=(pruned.label, base)))
     return out
 
@@ -101,11 +108,15 @@ def redundancy_over_training(task: str, base: str, steps: list[int], seed: int, 
     """``heads redundancy`` (both definitions) on each snapshot of the baseline (arm ``step{N}``, knob N) and on
     the trained model itself (arm ``final``): do heads that look distinct early converge later?"""
     both = {"batches": batches, "pooling": ["token", "mean"]}
-    out = [RunSpec(analysis_label(task, "redundancy_at", f"step{step}", seed=seed), "redundancy", REPLICATION, task,
-                   seed, "redundancy_at", f"step{step}", knob=float(step), options={"task": True, **both},
+    out = [RunSpec(label=analysis_label(task, "redundancy_at", f"step{step}", seed=seed), command="redundancy",
+                   replication=REPLICATION, task=task,
+                   seed=seed, variant="redundancy_at", arm=f"step{step}", knob=float(step), options={"task": True,
+                   **both},
                    paths={"source": f"{base}/snapshots/step-{step}"}, after=(base,)) for step in steps]
     if steps:
-        out.append(RunSpec(analysis_label(task, "redundancy_at", "final", seed=seed), "redundancy", REPLICATION,
-                           task, seed, "redundancy_at", "final", options=both, paths={"source": base},
+        out.append(RunSpec(label=analysis_label(task, "redundancy_at", "final", seed=seed), command="redundancy",
+                           replication=REPLICATION,
+                           task=task, seed=seed, variant="redundancy_at", arm="final", options=both,
+                           paths={"source": base},
                            after=(base,)))
     return out

@@ -17,12 +17,14 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
             arm = f"lam{lam}"
             l0 = run_label(task, "l0", arm, 0.0, seed)
             out += [
-                RunSpec(l0, "train", REPLICATION, task, seed, "l0", arm, knob=float(lam), strategy="l0",
+                RunSpec(label=l0, command="train", replication=REPLICATION, task=task, seed=seed, variant="l0",
+                        arm=arm, knob=float(lam), strategy="l0",
                         params={"lam": lam, "lr": settings["lr"]},
                         config={"train": {"steps": settings["steps"], "warmup": 0, "schedule": "constant",
                                           "lr": 0.0001}},
                         paths={"model.source": f"{base.label}/model"}, after=(base.label,)),
-                RunSpec(analysis_label(task, "roles", arm, seed=seed), "roles", REPLICATION, task, seed, "roles", arm,
+                RunSpec(label=analysis_label(task, "roles", arm, seed=seed), command="roles", replication=REPLICATION,
+                        task=task, seed=seed, variant="roles", arm=arm,
                         knob=float(lam), options={"batches": settings.get("batches", 4)},
                         paths={"source": l0, "reference": base.label}, after=(l0, base.label)),
             ]
@@ -30,8 +32,9 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
             # reads the largest, and a short GPU visit affords no more than that one
             if lam in settings.get("scratch_lams", settings["lams"]):
                 # as many steps as the L0 model had in all (the baseline's plus its L0 fine-tune), as C3 compares
-                out.append(RunSpec(run_label(task, "scratch", f"l0{arm}", 0.0, seed), "train", REPLICATION, task,
-                                   seed, "scratch", f"l0{arm}", knob=float(lam), strategy="scratch",
+                out.append(RunSpec(label=run_label(task, "scratch", f"l0{arm}", 0.0, seed), command="train",
+                                   replication=REPLICATION, task=task,
+                                   seed=seed, variant="scratch", arm=f"l0{arm}", knob=float(lam), strategy="scratch",
                                    config={"train": {"steps": settings["scratch_steps"]}},
                                    paths={"strategy.params.layout_from": f"{l0}/summary.json"}, after=(l0,)))
     return out

@@ -13,8 +13,9 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
         base = baseline(REPLICATION, task, seed)
         out.append(base)
         for scorer in settings["scorers"]:
-            out.append(RunSpec(run_label(task, "posthoc", scorer, ratio, seed), "prune", REPLICATION, task, seed,
-                               "posthoc", scorer, ratio, strategy="posthoc",
+            out.append(RunSpec(label=run_label(task, "posthoc", scorer, ratio, seed), command="prune",
+                               replication=REPLICATION, task=task, seed=seed,
+                               variant="posthoc", arm=scorer, ratio=ratio, strategy="posthoc",
                                params={"ratio": ratio, "scorer": scorer, "seed": seed},
                                options={"evaluate": True}, paths={"source": base.label}, after=(base.label,)))
     return out + longer_baselines(REPLICATION, settings["longer_baseline"], seeds)
