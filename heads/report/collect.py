@@ -534,11 +534,19 @@ class RunTree:
         return dict(sorted(self._arms(task, kind).get(arm, {}).items()))
 
 
+RATIO_TOL = 1e-9  # ratios are written as decimals (0.3333): equal within this, whatever their float rounding
+
+
+def same_ratio(a: float, b: float) -> bool:
+    """Whether two pruning ratios name the same level (the one ratio comparison of the report)."""
+    return abs(float(a) - float(b)) <= RATIO_TOL
+
+
 def _matches(run: Run, want: Mapping[str, Any]) -> bool:
     for key, value in want.items():
         have = getattr(run, key)
         if key == "ratio":
-            if abs(float(have) - float(value)) > 1e-9:
+            if not same_ratio(have, value):
                 return False
         elif have != value:
             return False

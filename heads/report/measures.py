@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from heads.paired import paired_ttests
-from heads.report.collect import Run, RunTree, as_dict, number, reach_fields
+from heads.report.collect import Run, RunTree, as_dict, number, reach_fields, same_ratio
 from heads.report.curves import curve_area, curve_series, interpolate, removable
 from heads.report.rows import KINDS, by_seed
 from heads.report.sites import site_kind
@@ -182,7 +182,7 @@ def _run(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     label = f"{task}/{variant}/{strategy}/{'*' if ratio is None else ratio} {fld}"
     series = Series(label)
     runs = [r for r in tree.runs if r.task == task and fnmatch.fnmatchcase(r.variant, variant)
-            and fnmatch.fnmatchcase(r.strategy, strategy) and (ratio is None or abs(r.ratio - float(ratio)) < 1e-9)]
+            and fnmatch.fnmatchcase(r.strategy, strategy) and (ratio is None or same_ratio(r.ratio, ratio))]
     if not runs:
         series.missing.append(f"no runs under {task}/{variant}/{strategy}/{'*' if ratio is None else ratio}")
         return series
@@ -518,7 +518,7 @@ def speed_samples(rows: Sequence[Mapping], ratio: float, batch: Any = None) -> l
     out: list[float] = []
     for row in rows:
         r = number(row.get("ratio"))
-        if r is None or abs(r - ratio) > 1e-9 or (batch is not None and row.get("batch") != batch):
+        if r is None or not same_ratio(r, ratio) or (batch is not None and row.get("batch") != batch):
             continue
         times, examples = row.get("times"), number(row.get("examples"))
         if isinstance(times, list) and times and examples is not None:
@@ -530,8 +530,8 @@ def speed_samples(rows: Sequence[Mapping], ratio: float, batch: Any = None) -> l
 
 def speed_row(rows: Sequence[Mapping], ratio: float, batch: Any = None) -> Mapping | None:
     """The row of one speed job at ``ratio`` (and ``batch``), else None."""
-    return next((x for x in rows if isinstance(x.get("ratio"), (int, float)) and abs(float(x["ratio"]) - ratio)
-                 < 1e-9 and (batch is None or x.get("batch") == batch)), None)
+    return next((x for x in rows if isinstance(x.get("ratio"), (int, float)) and same_ratio(x["ratio"], ratio)
+                 and (batch is None or x.get("batch") == batch)), None)
 
 
 def speed_of_seed(rows: Sequence[Mapping], how: str, ratio: float, batch: Any = None) -> float | None:
