@@ -31,8 +31,9 @@ from heads.sheet import fmt_ratio
 DERIVED_HIGHER = {"value_retained", "retained"}
 BASELINE = {"variant": "baseline", "strategy": "none", "ratio": 0.0}
 
-def higher_is_better(field_name: str, metric: str | None = None) -> bool:
-    """Whether larger is better for a field (``value`` follows the task metric)."""
+def field_higher_is_better(field_name: str, metric: str | None = None) -> bool:
+    """Whether larger is better for a field of the report's rows (``value`` follows the task metric; a metric's
+    own direction is :func:`heads.metrics.higher_is_better`)."""
     name = metric if field_name == "value" and metric else field_name.rsplit(".", 1)[-1]
     return name in DERIVED_HIGHER or metric_higher_is_better(name)
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from heads.metrics import retained_defined
-from heads.report.collect import higher_is_better
+from heads.report.collect import field_higher_is_better
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ def curve_series(data: Mapping[str, Any], fld: str | None = None) -> Curve | Non
     if not points or points[0]["ratio"] != 0 or points[0][fld] == 0:
         return None
     values = [float(p[fld]) for p in points]
-    higher = higher_is_better(fld)
+    higher = field_higher_is_better(fld)
     if not higher and any(v <= 0 for v in values):
         return None
     retained: list[float | None] = [v / values[0] if higher else values[0] / v for v in values]
