@@ -42,7 +42,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from heads.sheet import RunSpec, build, command_line, dag_for  # noqa: E402
+from heads.report.collect import read_jsonl_tolerant  # noqa: E402
+from heads.sheet import RunSpec, build, command_line, dag_for, layered  # noqa: E402
 
 PRESET = "gpu"
 TASK = "mt"
@@ -124,22 +125,19 @@ class Visit:
         self.env = env
 
     # -- the sheet -------------------------------------------------------------------------------------------
-    def overrides(self, steps: int | None) -> dict:
-        over = json.loads(json.dumps(MINI)) if self.args.scale == "mini" else {}
-        tasks = over.setdefault("tasks", {}).setdefault(TASK, {})
-        tasks.setdefault("train", {})["device"] = self.args.device
-        if steps is not None:
-            tasks["train"]["steps"] = steps
-            voita = over.setdefault("voita2019", {})
-            l0 = voita.get("steps") or dag_for(ROOT / "replications", PRESET)["voita2019"]["steps"]
-            voita["scratch_steps"] = steps + l0  # C3: as many steps as the L0 model had in all
-        return over
-
     def sheet(self, steps: int | None):
-        return build(ROOT / "replications", dag_for(ROOT / "replications", PRESET, self.overrides(steps)))
+        """The preset's sheet on this device (the miniature's sizes laid over it), training ``steps`` if given."""
+        over = layered(MINI if self.args.scale == "mini" else {},
+                       {"tasks": {TASK: {"train": {"device": self.args.device}}}})
+        if steps is not None:
+            over = layered(over, {"tasks": {TASK: {"train": {"steps": steps}}}})
+        dag = dag_for(ROOT / "replications", PRESET, over)
+        if steps is not None:  # C3: the layout from scratch trains as many steps as the L0 model had in all
+            dag["voita2019"]["scratch_steps"] = steps + dag["voita2019"]["steps"]
+        return build(ROOT / "replications", dag)
 
-    def command(self, e: RunSpec) -> str:
-        return command_line(e, str(self.runs), PRESET, self.args.data_root, self.args.threads)
+    def command(self, e: RunSpec, runs: Path | None = None) -> str:
+        return command_line(e, str(runs or self.runs), PRESET, self.args.data_root, self.args.threads)
 
     # -- running jobs side by side ---------------------------------------------------------------------------
     def cap(self, name: str) -> float:
@@ -222,8 +220,7 @@ class Visit:
                 continue
 
     def job(self, e: RunSpec, runs: Path | None = None) -> Job:
-        return Job(e, command_line(e, str(runs or self.runs), PRESET, self.args.data_root, self.args.threads),
-                   self.logs / f"{e.label}.log")
+        return Job(e, self.command(e, runs), self.logs / f"{e.label}.log")
 
     # -- calibration ------------------------------------------------------------------------------------------
     def calibrate(self) -> int:
@@ -239,13 +236,13 @@ class Visit:
             e = sheet[label]
             if e.variant != "baseline":
                 continue
-            tuned = replace(e, config=_deep_merge(e.config, {"train": {
+            tuned = replace(e, config=layered(e.config, {"train": {
                 "steps": last, "log_every": first, "eval_every": last, "checkpoint_every": last}}))
             jobs.append(self.job(tuned, runs))
         part = self.run_part("calibrate", jobs, self.cap("calibrate"))
         per_step, overhead = [], []
         for j in jobs:
-            rows = _metrics(runs / j.entry.label / "metrics.jsonl")
+            rows = read_jsonl_tolerant(runs / j.entry.label / "metrics.jsonl")
             at = {r["step"]: r for r in rows if "train_seconds" in r}
             if first in at and last in at and j.record.get("status") == "ok":
                 per_step.append((at[last]["train_seconds"] - at[first]["train_seconds"]) / (last - first))
@@ -326,25 +323,6 @@ def _preset_steps() -> int:
     return int(preset_for(TASK, PRESET)["train"]["steps"])
 
 
-def _deep_merge(a: dict, b: dict) -> dict:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = _deep_merge(out.get(k) or {}, v) if isinstance(v, dict) else v
-    return out
-
-
-def _metrics(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a line cut by a kill
-    return rows
-
-
 def tail(path: Path, lines: int = 25) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -405,8 +383,7 @@ def summarize(archives: list[Path]) -> str:
     for path in archives:
         with tempfile.TemporaryDirectory() as tmp:
             root = unpack(path, Path(tmp))
-            record = json.loads((root / "visit.json").read_text()) if (root / "visit.json").is_file() else \
-                json.loads(next(root.glob("*.json")).read_text())
+            record = json.loads(next(root.glob("*.json")).read_text())  # the visit's record, beside runs/
             env = record.get("environment", {})
             lines += [f"## {path.name}", "",
                       f"{env.get('device_name', env.get('device'))}, torch {env.get('torch')} "

@@ -214,14 +214,15 @@ def _with_task_config(e: RunSpec, base: Mapping[str, Any] | None) -> RunSpec:
     a bare model folder (``--task``); an analysis of a run reads that run's config.json."""
     if not base or not (e.command == "train" or e.options.get("task")):
         return e
-    return replace(e, config=_under(base, e.config))
+    return replace(e, config=layered(base, e.config))
 
 
-def _under(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict:
+def layered(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict:
+    """Nested config sections: ``top``'s keys over ``base``'s, section by section."""
     out = dict(base)
     for key, value in top.items():
         if isinstance(out.get(key), Mapping) and isinstance(value, Mapping):
-            out[key] = _under(out[key], value)
+            out[key] = layered(out[key], value)
         else:
             out[key] = value
     return out
@@ -319,7 +320,7 @@ def _yardstick_steps(e: RunSpec, sheet: Mapping[str, RunSpec], preset: str | Non
         from heads.presets import preset_for
 
         steps = preset_for(e.task, preset)["train"]["steps"]
-    return replace(e, config=_under(e.config, {"train": {"steps": round(float(e.knob or 2.0) * int(steps))}}))
+    return replace(e, config=layered(e.config, {"train": {"steps": round(float(e.knob or 2.0) * int(steps))}}))
 
 
 # -- the command line of an entry --------------------------------------------------------------------------
