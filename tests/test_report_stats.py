@@ -450,7 +450,7 @@ def test_no_retained_share_over_a_model_that_scores_almost_nothing():
     """A BLEU of 0.05 that moves to 1.4 would 'retain' 28x: below 1 % of the metric's range the values stand,
     the share is not computed, and measures built on it have nothing to measure."""
     from heads.metrics import retained_defined
-    from heads.report.measures import _curve_value
+    from heads.report.estimators import curve_value as _curve_value
 
     noise = {"metric": "bleu", "points": [{"ratio": 0.0, "bleu": 0.05}, {"ratio": 0.25, "bleu": 1.4}]}
     curve = curve_series(noise)

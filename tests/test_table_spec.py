@@ -238,7 +238,7 @@ def test_heads_rows_shows_a_spec_author_the_fields_and_refuses_an_unknown_kind(t
 
 
 def test_an_all_but_one_row_without_a_loss_has_no_delta_instead_of_failing_the_report():
-    from heads.report.rows import _all_but_one
+    from heads.report.flatten import all_but_one as _all_but_one
 
     found = list(_all_but_one({"all_but_one": {"model.layers.0.self_attn": {"baseline_loss": 2.0, "loss": None},
                                                "model.layers.1.self_attn": {"baseline_loss": 2.0, "loss": 3.0}}},
@@ -248,7 +248,7 @@ def test_an_all_but_one_row_without_a_loss_has_no_delta_instead_of_failing_the_r
 
 def test_an_all_but_one_row_with_a_nan_best_head_keeps_its_delta():
     """int(NaN) raised and failed the whole render; the best head is then unknown, the loss change still read."""
-    from heads.report.rows import _all_but_one
+    from heads.report.flatten import all_but_one as _all_but_one
 
     data = {"all_but_one": {"model.encoder.layers.0.self_attn": {"best_head": float("nan"), "loss": 2.5,
                                                                   "baseline_loss": 2.0}}}
@@ -266,7 +266,7 @@ def test_a_mapping_where_a_value_belongs_is_left_out_of_only_and_mode():
 @pytest.mark.parametrize("kind", ["ablation", "shift", "redundancy", "roles", "speed", "memory"])
 def test_an_analysis_whose_list_of_rows_is_a_number_gives_no_rows_instead_of_failing(kind):
     """A NaN where an analysis keeps its rows (``rows``, ``heads``, ``shifted``, ``models``) is nothing to read."""
-    from heads.report.rows import KINDS
+    from heads.report.kinds import KINDS
 
     bad = {key: float("nan") for key in ("rows", "heads", "shifted", "in_domain", "models", "all_but_one")}
-    assert list(KINDS[kind][1](bad, "none", None)) == []
+    assert list(KINDS[kind].flatten(bad, "none", None)) == []

@@ -131,7 +131,8 @@ def cmd_claims(args: argparse.Namespace) -> int:
 
 
 def cmd_rows(args: argparse.Namespace) -> int:
-    from heads.report.rows import KINDS, frame
+    from heads.report.kinds import KINDS
+    from heads.report.rows import frame
 
     if args.kind not in ("runs", *KINDS):
         raise fail(f"rows: unknown kind {args.kind!r}; known: {', '.join(['runs', *KINDS])}")
@@ -149,23 +150,25 @@ def cmd_rows(args: argparse.Namespace) -> int:
 
 def cmd_readme(args: argparse.Namespace) -> int:
     from heads.io import write_text
-    from heads.report.readme import ReadmeError, refresh
+    from heads.report.readme import FILES, ReadmeError, refresh
 
-    if not args.readme.is_file():
-        raise fail(f"readme: {args.readme}: no such file")
-    try:
-        text = refresh(args.readme)
-    except ReadmeError as exc:
-        raise fail(f"readme: {exc}") from None
-    if text == args.readme.read_text():
-        print(f"{args.readme}: its ledger blocks are current")
-        return 0
-    if args.check:
-        print(f"{args.readme}: its ledger blocks differ from the ledgers; run: heads readme {args.readme}")
-        return 1
-    write_text(args.readme, text)
-    print(f"{args.readme}: ledger blocks re-rendered")
-    return 0
+    stale = 0
+    for readme in args.readme or FILES:
+        if not readme.is_file():
+            raise fail(f"readme: {readme}: no such file")
+        try:
+            text = refresh(readme)
+        except ReadmeError as exc:
+            raise fail(f"readme: {exc}") from None
+        if text == readme.read_text():
+            print(f"{readme}: its ledger blocks are current")
+        elif args.check:
+            print(f"{readme}: its ledger blocks differ from the ledgers; run: heads readme {readme}")
+            stale = 1
+        else:
+            write_text(readme, text)
+            print(f"{readme}: ledger blocks re-rendered")
+    return stale
 
 
 def register(sub) -> None:
@@ -214,9 +217,10 @@ def register(sub) -> None:
                    "ledger marks the verdicts any of them flipped as fragile")
     p.set_defaults(func=cmd_claims)
 
-    p = sub.add_parser("readme", help="re-render README's findings blocks (<!-- ledger: PATH --> ... <!-- /ledger -->) "
-                       "from the committed ledgers")
-    p.add_argument("readme", type=Path, nargs="?", default=Path("README.md"))
+    p = sub.add_parser("readme", help="re-render the findings blocks (<!-- ledger: PATH --> ... <!-- /ledger -->) of "
+                       "README.md and docs/RESULTS.md from the committed ledgers")
+    p.add_argument("readme", type=Path, nargs="*", metavar="FILE",
+                   help="the files to render (default: README.md docs/RESULTS.md, from the repository root)")
     p.add_argument("--check", action="store_true", help="only say whether the blocks are current (exit 1 if not)")
     p.set_defaults(func=cmd_readme)
 

@@ -19,39 +19,11 @@ import numpy as np
 
 from heads.paired import paired_ttests
 from heads.report.collect import Run, RunTree, as_dict, number, reach_fields, same_ratio
-from heads.report.curves import curve_area, curve_series, interpolate, removable
-from heads.report.rows import KINDS, by_seed
+from heads.report.estimators import Share, site_kinds
+from heads.report.kinds import KINDS, RUN_KEYS, SOURCES, Kind
+from heads.report.rows import by_seed
 from heads.report.sites import site_kind
 
-MEASURES = {
-    "ablation": ("significant_share", "significant_count", "mean_delta_loss", "detectable"),
-    "all_but_one": ("harmless_share", "mean_delta", "max_delta"),
-    "curve": ("area", "retained", "value", "removable", "step"),
-    "curve_at": ("area", "retained", "value", "removable", "step"),
-    "speed": ("speedup", "cpu_speedup", "examples_per_s"),
-    "roles": ("kept_minus_pruned", "kept_mean", "pruned_mean"),
-    "redundancy": ("redundancy_ratio", "max_similarity"),
-    "redundancy_at": ("redundancy_ratio", "max_similarity"),
-    "shift": ("change", "gap", "worst"),
-    "memory": ("batch_ratio", "peak_ratio", "optimizer_ratio", "largest_batch"),
-    "clock": ("step_ratio", "cpu_step_ratio", "throughput_ratio", "cpu_throughput_ratio", "time_to_target_ratio",
-              "cpu_time_to_target_ratio"),
-}
-KEYS = {
-    "run": {"variant", "strategy", "ratio", "field", "pick", "target", "pruned"},
-    "ablation": {"measure", "site_kind", "alpha", "test"},
-    "all_but_one": {"measure", "site_kind", "budget", "relative"},
-    "curve": {"scorer", "measure", "field", "ratio", "upto", "budget"},
-    "curve_at": {"step", "measure", "field", "ratio", "upto", "budget"},
-    "speed": {"measure", "ratio", "batch"},
-    "roles": {"lam", "pick", "measure", "field", "site_kind"},
-    "redundancy": {"arm", "pick", "measure", "pooling", "space"},
-    "redundancy_at": {"step", "measure", "pooling", "space"},
-    "shift": {"arm", "dataset", "measure"},
-    "memory": {"arm", "measure"},
-    "clock": {"arm", "model", "measure", "target"},
-}
-SOURCES = tuple(KEYS)
 TTT_FIELDS = {"time_to_target", "steps_to_target", "cpu_time_to_target"}
 FROM_SOURCE = {"value_change"}  # run fields computed against the run a model was pruned from (RunTree)
 
@@ -111,32 +83,22 @@ def precondition_values(tree: RunTree, a: Mapping[str, Any], b: Mapping[str, Any
     return against_yardstick(found, measure(tree, b))
 
 
-@dataclass(frozen=True)
-class Share:
-    """A measure that is ``k`` of ``n`` units: :func:`_per_seed` keeps its value and its counts."""
-
-    k: int
-    n: int
-
-
 def check_selector(sel: Mapping[str, Any], where: str) -> None:
-    """Raise :class:`SelectorError` for an unknown source, key or measure."""
+    """Raise :class:`SelectorError` for an unknown source, key or measure, or a key the source needs."""
     source = sel.get("from", "run")
     if source not in SOURCES:
         raise SelectorError(f"{where}: from: {source!r} is not one of {list(SOURCES)}")
-    unknown = sorted(set(sel) - KEYS[source] - {"from", "task"})
+    kind = KINDS.get(source)
+    known = RUN_KEYS if kind is None else kind.keys
+    unknown = sorted(set(sel) - known - {"from", "task"})
     if unknown:
-        raise SelectorError(f"{where}: keys {unknown} are unknown for from: {source}; known: {sorted(KEYS[source])}")
-    if source == "run":
-        for key in ("variant", "field"):
-            if key not in sel:
-                raise SelectorError(f"{where}: from: run needs {key!r}")
-    elif sel.get("measure") not in MEASURES[source]:
-        raise SelectorError(f"{where}: measure: {sel.get('measure')!r} is not one of {list(MEASURES[source])}")
-    if source in ("shift", "memory", "clock") and "arm" not in sel:
-        raise SelectorError(f"{where}: from: {source} needs 'arm' (the pruned model's arm)")
-    if source == "curve" and "scorer" not in sel:
-        raise SelectorError(f"{where}: from: curve needs 'scorer'")
+        raise SelectorError(f"{where}: keys {unknown} are unknown for from: {source}; known: {sorted(known)}")
+    for key in ("variant", "field") if kind is None else kind.required:
+        if key not in sel:
+            raise SelectorError(f"{where}: from: {source} needs {key!r}" + (
+                " (the pruned model's arm)" if key == "arm" else ""))
+    if kind is not None and sel.get("measure") not in kind.measures:
+        raise SelectorError(f"{where}: measure: {sel.get('measure')!r} is not one of {list(kind.measures)}")
     if source == "shift" and sel["measure"] == "gap" and "dataset" not in sel:
         raise SelectorError(f"{where}: a gap needs the shifted dataset it is measured on")
     if "pruned" in sel and not isinstance(sel["pruned"], bool):
@@ -146,11 +108,17 @@ def check_selector(sel: Mapping[str, Any], where: str) -> None:
 
 
 def measure(tree: RunTree, sel: Mapping[str, Any]) -> Series:
-    """Evaluate one (checked) selector against the run tree."""
+    """Evaluate one (checked) selector against the run tree: a run field, an analysis's per-seed estimator, or
+    one of the two measures a per-seed estimator cannot give (speed's paired timings, the clock's time to
+    target)."""
     source = sel.get("from", "run")
-    if source in ANALYSES and not (source == "clock" and sel["measure"].endswith("time_to_target_ratio")):
-        return _analysis(tree, sel)
-    return {"run": _run, "speed": _speed, "clock": _time_to_target}[source](tree, sel)
+    if source == "run":
+        return _run(tree, sel)
+    if source == "speed":
+        return _speed(tree, sel)
+    if source == "clock" and sel["measure"].endswith("time_to_target_ratio"):
+        return _time_to_target(tree, sel)
+    return _analysis(tree, sel)
 
 
 # -- runs ----------------------------------------------------------------------------------------------
@@ -274,13 +242,6 @@ def _run_field(run: Run, fld: str, target: float | None) -> tuple[float | None, 
 
 
 # -- analyses: one seed's tidy rows (heads.report.rows) to one value ------------------------------------------
-def _kinds(sel: Mapping[str, Any]) -> set[str] | None:
-    kinds = sel.get("site_kind")
-    if kinds is None:
-        return None
-    return {kinds} if isinstance(kinds, str) else set(kinds)
-
-
 def _per_seed(tree_data: Mapping[int, Any], label: str, missing_text: str,
               fn: Callable[[Any], float | Share | None]) -> Series:
     series = Series(label)
@@ -298,142 +259,19 @@ def _per_seed(tree_data: Mapping[int, Any], label: str, missing_text: str,
     return series
 
 
-def _ablation(rows: list[dict], sel: Mapping[str, Any]) -> float | Share | None:
-    """Single-head ablation over the heads of ``site_kind``: the share (or count) whose removal was significant,
-    at the analysis's level or at ``alpha`` (Michel et al. report p < 0.01), or their mean loss change."""
-    if sel.get("test") is not None and any(r["test"] != sel["test"] for r in rows):
-        return None  # significance by another test than the claim's (a loss t-test is not BLEU's bootstrap)
-    kinds, alpha = _kinds(sel), sel.get("alpha")
-    rows = [r for r in rows if kinds is None or r["kind"] in kinds]
-    if not rows:
-        return None
-    if sel["measure"] == "mean_delta_loss":
-        return sum(float(r["delta_loss"]) for r in rows) / len(rows)
-    if sel["measure"] == "detectable":
-        # the power of the tests that called a head harmless (not significant at alpha): the change (relative to
-        # the loss, or in accuracy points) that 90 % of them would have detected; an upper quantile, since a head
-        # whose removal changes nothing has no spread and so a flattering value
-        found = sorted(float(r["detectable_scaled"]) for r in rows
-                       if number(r.get("detectable_scaled")) is not None and not (
-                           bool(r.get("significant")) if alpha is None else
-                           isinstance(r.get("p_value"), (int, float)) and r["p_value"] < float(alpha)))
-        return found[min(len(found) - 1, math.ceil(0.9 * len(found)) - 1)] if found else None
-    count = sum(bool(r.get("significant")) if alpha is None else
-                isinstance(r.get("p_value"), (int, float)) and r["p_value"] < float(alpha) for r in rows)
-    return Share(count, len(rows)) if sel["measure"] == "significant_share" else float(count)
-
-
-def _all_but_one(rows: list[dict], sel: Mapping[str, Any]) -> float | Share | None:
-    """Sites reduced to their best head: the share within ``budget`` of the loss, or the mean or largest change."""
-    kinds, key = _kinds(sel), "relative_delta" if sel.get("relative", True) else "delta"
-    deltas = [float(r[key]) for r in rows if (kinds is None or r["kind"] in kinds) and r[key] is not None]
-    if not deltas:
-        return None
-    if sel["measure"] == "harmless_share":
-        return Share(sum(d <= float(sel.get("budget", 0.05)) for d in deltas), len(deltas))
-    return max(deltas) if sel["measure"] == "max_delta" else sum(deltas) / len(deltas)
-
-
-def _curve_value(data: Mapping[str, Any], sel: Mapping[str, Any]) -> float | None:
-    curve = curve_series(data, sel.get("field"))
-    if curve is None:
-        return None
-    xs, how = curve.ratios, sel["measure"]
-    if how in ("area", "removable", "retained") and None in curve.retained:
-        return None  # the unpruned model scores too near zero for a share of it to mean anything
-    if how == "area":
-        return curve_area(xs, curve.retained, float(sel.get("upto", xs[-1])))
-    if how == "removable":
-        return removable(xs, curve.retained, float(sel.get("budget", 0.03)))
-    if how == "step":  # the curve's resolution: the largest share pruned between two measured levels
-        return max((b - a for a, b in zip(xs, xs[1:], strict=False)), default=None)
-    if "ratio" not in sel:
-        return None
-    return interpolate(xs, curve.retained if how == "retained" else curve.values, float(sel["ratio"]))
-
-
-def _roles(rows: list[dict], sel: Mapping[str, Any]) -> float | None:
-    """The mean of ``field`` over the heads the L0 model kept, over those it pruned, or kept minus pruned."""
-    kinds, fld, how = _kinds(sel), str(sel.get("field", "confidence")), sel["measure"]
-    rows = [r for r in rows if kinds is None or r["kind"] in kinds]  # Voita et al.: the encoder's self-attention
-    kept = [float(r[fld]) for r in rows if r.get("kept") and isinstance(r.get(fld), (int, float))]
-    gone = [float(r[fld]) for r in rows if not r.get("kept") and isinstance(r.get(fld), (int, float))]
-    k = sum(kept) / len(kept) if kept else None
-    g = sum(gone) / len(gone) if gone else None
-    if how != "kept_minus_pruned":
-        return k if how == "kept_mean" else g
-    return None if k is None or g is None else k - g
-
-
-def _definition(rows: list[dict], sel: Mapping[str, Any]) -> float | None:
-    """The row of one similarity definition (``pooling``, default the report's ``mean``; ``space``, default
-    ``value``) of a ``heads redundancy`` result."""
-    pooling, space = str(sel.get("pooling", "mean")), str(sel.get("space", "value"))
-    found = [r for r in rows if r.get("pooling") == pooling and r.get("space") == space]
-    return number(found[0].get(sel["measure"])) if found else None
-
-
-def _shift(rows: list[dict], sel: Mapping[str, Any]) -> float | None:
-    """A pruned model against its reference (``heads shift``): ``change`` (its relative loss of quality; in
-    domain unless ``dataset`` names a shifted corpus), ``gap`` (a shifted corpus's change minus the in-domain
-    one: positive when pruning costs more under the shift) or ``worst`` (the largest change over the corpora it
-    was scored on: the domain pruning hurt most)."""
-    how, dataset = sel["measure"], sel.get("dataset")
-    if how == "worst":
-        changes = [number(r.get("change")) for r in rows if r["domain"] == "shifted"]
-        return max(changes) if changes and None not in changes else None
-    row = next((r for r in rows if (r["domain"] == "in" if dataset is None else r["genre"] == str(dataset))), None)
-    return number(row.get(how)) if row else None
-
-
-def _model_row(rows: list[dict], sel: Mapping[str, Any]) -> float | None:
-    """One model of a job that measured several side by side (``heads memory``: the pruned one against its
-    reference, largest batch within the reference's step peak and peak and optimizer ratios; ``heads clock``:
-    ``model`` (the pruned arm, default) or ``dropout`` (the baseline under warm-up attention dropout), step and
-    throughput ratios against the baseline on the wall or CPU clock)."""
-    return next((number(r.get(sel["measure"])) for r in rows if r["role"] == str(sel.get("model", "model"))), None)
-
-
-@dataclass(frozen=True)
-class Analysis:
-    """How a selector reads one kind of analysis: which arm (``arm``: the selector key naming it, a glob that
-    ``pick`` narrows by the arms' knobs; ``step``: a snapshot, ``first``, ``last`` or its step; None: the one
-    arm), what it calls the result (``label``, filled from the selector: :data:`LABEL_DEFAULTS`), and one seed's
-    value from its tidy rows (``curve``: its JSON)."""
-
-    rows: str
-    value: Callable[[Any, Mapping[str, Any]], float | Share | None]
-    label: str
-    arm: str | None = None
-    default: str = "*"
-
-
-ANALYSES = {
-    "ablation": Analysis("ablation", _ablation, "{task} ablation {measure}{sites}"),
-    "all_but_one": Analysis("all_but_one", _all_but_one, "{task} all-but-one {measure}{sites}"),
-    "curve": Analysis("curve", _curve_value, "{task} curve {arm} {measure} {where}", "scorer"),
-    "curve_at": Analysis("curve_at", _curve_value, "{task} curve_at {arm} {measure} {where}", "step"),
-    "roles": Analysis("roles", _roles, "{task} roles {arm} {field} {measure}", "lam"),
-    "redundancy": Analysis("redundancy", _definition, "{task} redundancy {arm} {pooling}/{space} {measure}", "arm",
-                           "base-mha"),
-    "redundancy_at": Analysis("redundancy_at", _definition, "{task} redundancy at {arm} {pooling} {measure}", "step"),
-    "shift": Analysis("shift", _shift, "{task} shift {arm} {dataset} {measure}", "arm"),
-    "memory": Analysis("memory", _model_row, "{task} memory {arm} {measure}", "arm"),
-    "clock": Analysis("clock", _model_row, "{task} clock {arm} {model} {measure}", "arm"),
-}
 # what a label says for a key the selector leaves out (the value its measure then reads)
 LABEL_DEFAULTS = {"field": "confidence", "pooling": "mean", "space": "value", "dataset": "in domain", "model": "model"}
 
 
-def _label(how: Analysis, sel: Mapping[str, Any], arm: str) -> str:
-    kinds = _kinds(sel)
+def _label(how: Kind, sel: Mapping[str, Any], arm: str) -> str:
+    kinds = site_kinds(sel)
     where = f"ratio {sel['ratio']}" if "ratio" in sel else f"up to {sel['upto']}" if "upto" in sel else ""
     sites = "" if kinds is None else f" ({'/'.join(sorted(kinds))} sites)"
     return how.label.format(**{**LABEL_DEFAULTS, **{k: v for k, v in sel.items() if v is not None}, "arm": arm,
                                "where": where, "sites": sites}).strip()
 
 
-def _arm(tree: RunTree, task: str, kind: str, how: Analysis, sel: Mapping[str, Any]
+def _arm(tree: RunTree, task: str, kind: str, how: Kind, sel: Mapping[str, Any]
          ) -> tuple[str, str | None, str | None]:
     """``(arm, note, missing)``: the one arm of analysis ``kind`` the selector names, a note when it was
     picked out of several, or why there is not exactly one."""
@@ -460,18 +298,20 @@ def _arm(tree: RunTree, task: str, kind: str, how: Analysis, sel: Mapping[str, A
 def _analysis(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     """A selector over one analysis arm: its value on each seed that wrote one."""
     task, kind = sel["task"], sel["from"]
-    how = ANALYSES[kind]
+    how = KINDS[kind]
     arm, note, missing = _arm(tree, task, kind, how, sel)
     label = _label(how, sel, arm or str(sel.get("step")))
     if missing:
         return Series(label, missing=[missing])
-    if kind.startswith("curve"):  # a curve's own JSON: its measures read fields the tidy rows leave out
-        data = {s: d for s, d in tree.analyses(task, kind, arm).items() if isinstance(d, dict)
+    if how.reads_json:  # a curve's own JSON: its measures read fields the tidy rows leave out
+        data = {s: d for s, d in tree.analyses(task, how.analysis, arm).items() if isinstance(d, dict)
                 and isinstance(d.get("points"), list)}
     else:
-        data = by_seed(tree, how.rows, task, arm)
-    series = _per_seed(data, label, f"{task}: no analysis/{KINDS[how.rows][0]}/{'' if arm == 'none' else arm + '/'}"
-                                    "seed*.json", lambda d: how.value(d, sel))
+        data = by_seed(tree, kind, task, arm)
+    value = how.value
+    assert value is not None, kind  # measure() routes the kinds without a per-seed estimator elsewhere
+    series = _per_seed(data, label, f"{task}: no analysis/{how.analysis}/{'' if arm == 'none' else arm + '/'}"
+                                    "seed*.json", lambda d: value(d, sel))
     series.notes += [note] if note else []
     if kind == "ablation" and sel["measure"] == "significant_share" and sel.get("alpha") is not None:
         for seed in list(series.values):
@@ -495,7 +335,7 @@ def _attach_ablation_examples(series: Series, seed: int, kept: Mapping[str, Any]
         tol = float(kept.get("noise_tol", 0.0))
     except (KeyError, TypeError, ValueError):
         return
-    kinds = _kinds(sel)
+    kinds = site_kinds(sel)
     chosen = np.asarray([kinds is None or site_kind(s) in kinds for s in sites], dtype=bool)
     if ablated.shape != (len(sites), base.shape[0]) or not chosen.any():
         return

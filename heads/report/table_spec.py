@@ -42,7 +42,8 @@ from typing import Any
 from heads.metrics import RANGE
 from heads.report.collect import BASELINE, RunTree, mean, number
 from heads.report.fmt import Table
-from heads.report.rows import KINDS, rows
+from heads.report.kinds import KINDS
+from heads.report.rows import rows
 from heads.report.sites import site_order
 from heads.report.stats import estimate
 

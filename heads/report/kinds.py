@@ -1,0 +1,102 @@
+"""Every kind of analysis the report reads, declared once: the command that writes it, how one seed's JSON
+becomes tidy rows, and what a claim's selector (``from: KIND`` in claims.yaml) may ask of it.
+
+A new analysis joins the report by one :class:`Kind` here (plus its flattener and, if claims read it, its
+estimator); the table specs (``rows: KIND``), ``heads rows``, the selectors' checks and the claims' evaluation
+all read this table. replications/README.md is the selector reference for claim authors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from heads.report import estimators, flatten
+
+Estimator = Callable[[Any, Mapping[str, Any]], "float | estimators.Share | None"]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of tidy rows, and (``measures`` not empty) a source claims may select from.
+
+    ``analysis``: the folder under ``analysis/`` and the kind its files record (two kinds of rows may read one
+    analysis: a single-head ablation also holds its all-but-one results); ``command``: the ``heads`` command
+    that writes it; ``flatten``: one seed's JSON to rows; ``measures``: what ``measure:`` may name (none: rows
+    for tables only); ``keys``: the other keys a selector may name, ``required`` those it must; ``value``: one
+    seed's rows (``reads_json``: its JSON) to the measure (None: a selector with its own path in
+    :mod:`heads.report.measures`); ``label``: what a claim calls the result; ``arm``: the selector key naming
+    the arm (a glob ``pick`` narrows by the arms' knobs; ``step``: a snapshot, ``first``, ``last`` or its step;
+    None: the one arm), ``default`` its default."""
+
+    analysis: str
+    command: str
+    flatten: flatten.Flatten
+    measures: tuple[str, ...] = ()
+    keys: frozenset[str] = frozenset()
+    required: tuple[str, ...] = ()
+    value: Estimator | None = None
+    label: str = ""
+    arm: str | None = None
+    default: str = "*"
+    reads_json: bool = False
+
+
+def _keys(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+_CURVE_MEASURES = ("area", "retained", "value", "removable", "step")
+_CURVE_KEYS = ("measure", "field", "ratio", "upto", "budget")
+_REDUNDANCY = ("redundancy_ratio", "max_similarity")
+
+KINDS: dict[str, Kind] = {
+    "ablation": Kind(
+        "ablation", "ablate", flatten.heads,
+        ("significant_share", "significant_count", "mean_delta_loss", "detectable"),
+        _keys("measure", "site_kind", "alpha", "test"), value=estimators.ablation,
+        label="{task} ablation {measure}{sites}"),
+    "all_but_one": Kind(
+        "ablation", "ablate", flatten.all_but_one, ("harmless_share", "mean_delta", "max_delta"),
+        _keys("measure", "site_kind", "budget", "relative"), value=estimators.all_but_one,
+        label="{task} all-but-one {measure}{sites}"),
+    "curve": Kind(
+        "curve", "curve", flatten.curve, _CURVE_MEASURES, _keys("scorer", *_CURVE_KEYS), ("scorer",),
+        estimators.curve_value, "{task} curve {arm} {measure} {where}", "scorer", reads_json=True),
+    "curve_at": Kind(
+        "curve_at", "curve", flatten.curve, _CURVE_MEASURES, _keys("step", *_CURVE_KEYS),
+        value=estimators.curve_value, label="{task} curve_at {arm} {measure} {where}", arm="step", reads_json=True),
+    # timings pair passes across repeats or jobs: measures.speed reads them, not a per-seed estimator
+    "speed": Kind("speed", "speed", flatten.timed, ("speedup", "cpu_speedup", "examples_per_s"),
+                  _keys("measure", "ratio", "batch")),
+    "roles": Kind(
+        "roles", "roles", flatten.roles, ("kept_minus_pruned", "kept_mean", "pruned_mean"),
+        _keys("lam", "pick", "measure", "field", "site_kind"), value=estimators.roles,
+        label="{task} roles {arm} {field} {measure}", arm="lam"),
+    "memory": Kind(
+        "memory", "memory", flatten.models({"reference": "baseline", "model": None}),
+        ("batch_ratio", "peak_ratio", "optimizer_ratio", "largest_batch"), _keys("arm", "measure"), ("arm",),
+        estimators.model_row, "{task} memory {arm} {measure}", "arm"),
+    # the time-to-target ratios weigh the clock's step times by the runs' step counts (measures.time_to_target)
+    "clock": Kind(
+        "clock", "clock", flatten.models({"reference": "baseline", "model": None, "dropout": "baseline + dropout"}),
+        ("step_ratio", "cpu_step_ratio", "throughput_ratio", "cpu_throughput_ratio", "time_to_target_ratio",
+         "cpu_time_to_target_ratio"), _keys("arm", "model", "measure", "target"), ("arm",),
+        estimators.model_row, "{task} clock {arm} {model} {measure}", "arm"),
+    "shift": Kind(
+        "shift", "shift", flatten.shifted, ("change", "gap", "worst"), _keys("arm", "dataset", "measure"),
+        ("arm",), estimators.shift, "{task} shift {arm} {dataset} {measure}", "arm"),
+    "redundancy": Kind(
+        "redundancy", "redundancy", flatten.definitions, _REDUNDANCY,
+        _keys("arm", "pick", "measure", "pooling", "space"), value=estimators.definition,
+        label="{task} redundancy {arm} {pooling}/{space} {measure}", arm="arm", default="base-mha"),
+    "redundancy_at": Kind(
+        "redundancy_at", "redundancy", flatten.definitions, _REDUNDANCY,
+        _keys("step", "measure", "pooling", "space"), value=estimators.definition,
+        label="{task} redundancy at {arm} {pooling} {measure}", arm="step"),
+    "redundancy_genre": Kind("redundancy_genre", "redundancy", flatten.definitions),
+}
+# the run records' own selector (``from: run``, the default): not an analysis, so not a kind of rows above
+RUN_KEYS = frozenset({"variant", "strategy", "ratio", "field", "pick", "target", "pruned"})
+SOURCES = ("run", *(name for name, kind in KINDS.items() if kind.measures))
