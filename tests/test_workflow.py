@@ -71,6 +71,24 @@ def test_a_fresh_clone_runs_the_whole_dag_despite_the_committed_results(tmp_path
         assert f"\n{rule} " in out, rule
 
 
+@needs_snakemake
+def test_a_claim_off_the_vocabulary_fails_the_dry_run_in_one_line(tmp_path):
+    """A selector key misspelt in a claims.yaml used to surface only when the ledger rendered, after every run
+    it reads had trained; the DAG now reads every claim when it is built."""
+    from smoke_dag import copy_repo
+
+    repo = copy_repo(tmp_path)
+    path = repo / "replications" / "voita2019" / "claims.yaml"
+    text = path.read_text()
+    assert "measure: kept_minus_pruned" in text
+    path.write_text(text.replace("measure: kept_minus_pruned", "measrue: kept_minus_pruned", 1))
+    run = snakemake("-n", "--config", "preset=smoke", cwd=repo)
+    out = run.stdout + run.stderr
+    assert run.returncode != 0
+    (line,) = [x for x in out.splitlines() if "claims.yaml" in x and "measrue" in x]
+    assert "voita2019/claims.yaml" in line and "unknown for from: roles" in line, out[-2000:]
+
+
 # -- the machine a run is given: threads, GPUs, memory, and where each job runs -------------------------------
 MODEL_RULES = ("train", "analyse")  # the rules that run a model (surgery only cuts and counts, never runs one)
 LOCAL_RULES = {"prepare_data", "table", "figure", "replication_claims", "claims", "surgery_table"}

@@ -1,10 +1,12 @@
 # The run sheet and the paths the rules share. Every run is declared as data by its replication
 # (replications/<name>/runs.py) and looked up here by label: no parameter is parsed out of a path.
 import json
+import os
 import re
 import shlex
 
 from heads.report.render import artefacts as report_artefacts
+from heads.report.spec import ClaimSpecError, load_all as load_claims
 from heads.sheet import (
     SheetError,
     build as build_sheet,
@@ -45,6 +47,14 @@ try:
     ARTEFACTS = {rep: report_artefacts(rep, "replications") for rep in REPLICATIONS}
 except (KeyError, ValueError) as e:
     raise ValueError(f"report.yaml: {e.args[0] if isinstance(e, KeyError) else e}") from None
+# Every claim too (its keys, selectors, measures and preconditions): a typo in a claims.yaml fails here in one
+# line, not the ledger after every run it reads has trained.
+try:
+    load_claims(
+        "replications", [r for r in REPLICATIONS if os.path.isfile(f"replications/{r}/claims.yaml")]
+    )
+except ClaimSpecError as e:
+    raise ValueError(f"claims.yaml: {e}") from None
 
 # A custom entry is checked (strategy name, parameters, types) before any job runs, not when its first run
 # starts; it may not take the place of a built-in run.
