@@ -1,15 +1,17 @@
-"""README's findings are rendered from the committed ledgers: a block between markers is re-rendered by
-`heads readme`, and the committed README must be current (a hand-edited or stale number fails here)."""
+"""The findings of README.md and docs/RESULTS.md are rendered from the committed ledgers: a block between markers
+is re-rendered by `heads readme`, and the committed files must be current (a hand-edited or stale number fails
+here); their links must resolve."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from heads.cli import main
 from heads.cli.common import UserError
-from heads.report.readme import ReadmeError, block, refresh
+from heads.report.readme import FILES, ReadmeError, block, counts, refresh
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = ("claim,replication,verdict,effect,ci_low,ci_high,paper_value,n_seeds,method,p_value,p_adjusted,precondition,"
@@ -76,11 +78,69 @@ def test_an_unclosed_block_or_a_missing_ledger_is_refused(tmp_path):
         main(["readme", str(readme)])
 
 
-def test_the_committed_readme_quotes_the_committed_ledgers():
-    """Every findings block of README.md equals what its ledger renders: re-render with `heads readme`."""
-    readme = ROOT / "README.md"
-    assert "<!-- ledger: " in readme.read_text()
-    assert refresh(readme) == readme.read_text(), "README's ledger blocks are stale: run `heads readme`"
+def test_the_committed_readme_and_results_quote_the_committed_ledgers():
+    """Every findings block of README.md and docs/RESULTS.md equals what its ledger renders: `heads readme`."""
+    assert [f.as_posix() for f in FILES] == ["README.md", "docs/RESULTS.md"]
+    for name in FILES:
+        path = ROOT / name
+        assert "<!-- ledger: " in path.read_text(), name
+        assert refresh(path) == path.read_text(), f"{name}'s ledger blocks are stale: run `heads readme`"
+
+
+def test_a_counts_block_is_one_row_per_ledger(tmp_path):
+    """`counts` takes several ledgers (paths relative to the file) and counts each one's verdicts; a ledger judged
+    by older rules is named under the table; several ledgers in any other form are refused."""
+    _ledger(tmp_path / "a.csv")
+    old = tmp_path / "old" / "claims.csv"
+    old.parent.mkdir()
+    old.write_text("claim,replication,verdict,effect,ci_low,ci_high,n_seeds\nC1,r,inconclusive,1,0,2,2\n")
+    text = counts([(tmp_path / "a.csv", "a.csv"), (old, "old/claims.csv")])
+    assert "| ledger | claims | supported | not supported | inconclusive | failed | not tested at this scale |" in text
+    assert "| `a.csv` | 2 | 1 | 0 | 0 | 0 | 1 |" in text and "| `old/claims.csv` | 1 | 0 | 0 | 1 | 0 | 0 |" in text
+    assert "(in `old/claims.csv`, this ledger has no `p_adjusted` column)" in text and "in `a.csv`" not in text
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "RESULTS.md").write_text("<!-- ledger: ../a.csv ../old/claims.csv counts -->\n<!-- /ledger -->\n")
+    assert "| `../a.csv` | 2 |" in refresh(docs / "RESULTS.md")
+    (docs / "RESULTS.md").write_text("<!-- ledger: ../a.csv ../old/claims.csv brief -->\n<!-- /ledger -->\n")
+    with pytest.raises(ReadmeError, match="only a `counts` block"):
+        refresh(docs / "RESULTS.md")
+
+
+def test_heads_readme_renders_readme_and_results_by_default(tmp_path, monkeypatch):
+    _ledger(tmp_path / "claims.csv")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("<!-- ledger: claims.csv counts -->\n<!-- /ledger -->\n")
+    (tmp_path / "docs" / "RESULTS.md").write_text("<!-- ledger: ../claims.csv -->\n<!-- /ledger -->\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["readme", "--check"]) == 1
+    assert main(["readme"]) == 0 and main(["readme", "--check"]) == 0
+    assert "| `claims.csv` | 2 |" in (tmp_path / "README.md").read_text()
+    assert "(`../claims.csv`)" in (tmp_path / "docs" / "RESULTS.md").read_text()
+
+
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's anchors for a file's headings: lower case, punctuation dropped, spaces as hyphens."""
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#+ (.+)$", markdown, flags=re.M)}
+
+
+def test_the_links_of_readme_and_its_docs_resolve():
+    """A newcomer's links (README.md, docs/RESULTS.md, docs/REPRODUCIBILITY.md) name files that exist, and
+    headings that exist where they name one."""
+    for name in ("README.md", "docs/RESULTS.md", "docs/REPRODUCIBILITY.md"):
+        source = ROOT / name
+        prose = re.sub(r"`[^`\n]*`", "", source.read_text())  # a code span is no link (a ledger's quantity)
+        links = re.findall(r"\]\(([^)\s]+)\)", prose)
+        assert links, name
+        for link in links:
+            if "://" in link:
+                continue
+            target, _, anchor = link.partition("#")
+            path = (source.parent / target).resolve() if target else source
+            assert path.exists(), f"{name}: {link} names no file"
+            if anchor:
+                assert anchor in _anchors(path.read_text()), f"{name}: {link} names no heading"
 
 
 def test_the_block_is_the_same_from_any_working_directory(tmp_path, monkeypatch):

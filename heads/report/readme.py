@@ -1,10 +1,19 @@
-"""Findings in README.md rendered from the committed ledgers, never typed by hand.
+"""Findings in README.md and docs/RESULTS.md rendered from the committed ledgers, never typed by hand.
 
-A block starts at a line ``<!-- ledger: PATH -->`` (PATH a ``claims.csv``, relative to the README; with
-``brief`` after it, rows only for the claims that were tested) and ends at ``<!-- /ledger -->``;
-:func:`refresh` replaces what lies between with the ledger's verdicts as a table, so a number in README cannot
-drift from the ledger it came from (``heads readme`` writes; ``--check`` says whether the file is current, which
-a test asserts for the committed README).
+A block starts at a line ``<!-- ledger: PATH [FORM] -->`` and ends at ``<!-- /ledger -->``; :func:`refresh`
+replaces what lies between with the ledger's verdicts, so a number in the file cannot drift from the ledger it came
+from. PATH is a ``claims.csv``, relative to the file that holds the block (README.md names
+``results/claims.csv``, docs/RESULTS.md ``../results/claims.csv``), and the block names it as written there.
+FORM is one of:
+
+- none: every claim as a row, with its effect, 95 % interval, n and what was measured;
+- ``brief``: rows only for the claims that were tested, without the quantity; the untested ones named in one line;
+- ``counts``: one line per ledger, how many claims it holds by verdict; only this form takes several PATHs
+  (``<!-- ledger: A/claims.csv B/claims.csv counts -->``), a table of one row each.
+
+A ledger (or a merged ledger's replications) judged by the rules before the multiplicity and scale gates says so
+in every form (:data:`STALE`). ``heads readme`` re-renders :data:`FILES` (or the files named); ``--check`` says
+whether they are current, which a test asserts for the committed ones.
 """
 
 from __future__ import annotations
@@ -16,8 +25,9 @@ from pathlib import Path
 
 from heads.report.ledger import OLDER_RULES
 
-START = re.compile(r"^<!-- ledger: (?P<path>\S+)(?P<brief> brief)? -->$")
+START = re.compile(r"^<!-- ledger: (?P<paths>\S+(?: \S+)*?)(?: (?P<form>brief|counts))? -->$")
 END = "<!-- /ledger -->"
+FILES = (Path("README.md"), Path("docs/RESULTS.md"))  # what `heads readme` renders, from the repository root
 UNTESTED = "not tested at this scale"
 ORDER = ("supported", "not supported", "inconclusive", "failed", "not tested at this scale")
 STALE = ("**Judged by the rules before multiplicity and scale gates** ({scope}): those verdicts are not "
@@ -27,7 +37,7 @@ STALE = ("**Judged by the rules before multiplicity and scale gates** ({scope}):
 
 
 class ReadmeError(ValueError):
-    """A README whose ledger blocks are not well formed (an unclosed block, a missing ledger)."""
+    """A file whose ledger blocks are not well formed (an unclosed block, a missing ledger)."""
 
 
 def _number(text: str) -> str:
@@ -37,24 +47,30 @@ def _number(text: str) -> str:
         return ""
 
 
-def block(ledger: Path, shown: str | None = None, brief: bool = False) -> str:
-    """The verdict counts and one row per claim of a ledger: its effect with the 95 % interval and n (``shown``:
-    the ledger's path as the README names it, so the text does not depend on where it is rendered from).
-    ``brief``: rows only for the claims that were tested, without the quantity (the ledger's page has it); the
-    untested ones are named in one line."""
+def _read(ledger: Path) -> tuple[list[dict[str, str]], str]:
+    """A ledger's rows, and the scope of what in it was judged by older rules ("" when nothing was)."""
     if not ledger.is_file():
         raise ReadmeError(f"{ledger}: no such ledger (render it first: heads report / heads claims)")
     with ledger.open(newline="") as f:
         reader = csv.DictReader(f)
         rows = list(reader)
         current = "p_adjusted" in (reader.fieldnames or [])
-    counts = Counter(r["verdict"] for r in rows)
-    tally = ", ".join(f"{counts[v]} {v}" for v in ORDER if counts[v])
     # a ledger judged by older rules says so, rather than passing for a current one; a merged ledger, for the
     # replications whose own ledger was
     older = sorted({r["replication"] for r in rows if OLDER_RULES in r.get("note", "")})
     scope = "this ledger has no `p_adjusted` column" if not current else (
         f"the claims of {', '.join(older)}, whose own ledgers have no `p_adjusted` column" if older else "")
+    return rows, scope
+
+
+def block(ledger: Path, shown: str | None = None, brief: bool = False) -> str:
+    """The verdict counts and one row per claim of a ledger: its effect with the 95 % interval and n (``shown``:
+    the ledger's path as the file names it, so the text does not depend on where it is rendered from).
+    ``brief``: rows only for the claims that were tested, without the quantity (the ledger's page has it); the
+    untested ones are named in one line."""
+    rows, scope = _read(ledger)
+    counts = Counter(r["verdict"] for r in rows)
+    tally = ", ".join(f"{counts[v]} {v}" for v in ORDER if counts[v])
     stale = ["", STALE.format(scope=scope)] if scope else []
     lines = [f"{len(rows)} claims: {tally} (`{shown or ledger.as_posix()}`).", *stale, "",
              *(["| claim | verdict | effect [95 % CI] | n |", "| --- | --- | --- | --- |"] if brief else
@@ -75,8 +91,22 @@ def block(ledger: Path, shown: str | None = None, brief: bool = False) -> str:
     return "\n".join(lines)
 
 
+def counts(ledgers: list[tuple[Path, str]]) -> str:
+    """One table row per ledger (a path, and the path as the file names it): its claims counted by verdict; a
+    ledger judged by older rules is named below the table with what that means."""
+    lines = ["| ledger | claims | " + " | ".join(ORDER) + " |", "| --- |" + " --: |" * (len(ORDER) + 1)]
+    notes = []
+    for ledger, shown in ledgers:
+        rows, scope = _read(ledger)
+        tally = Counter(r["verdict"] for r in rows)
+        lines.append(f"| `{shown}` | {len(rows)} | " + " | ".join(str(tally[v]) for v in ORDER) + " |")
+        if scope:
+            notes += ["", STALE.format(scope=f"in `{shown}`, {scope}")]
+    return "\n".join(lines + notes)
+
+
 def refresh(readme: Path) -> str:
-    """README's text with every ledger block re-rendered (ledger paths relative to the README's folder)."""
+    """The file's text with every ledger block re-rendered (ledger paths relative to the file's folder)."""
     out, lines, i = [], readme.read_text().splitlines(), 0
     while i < len(lines):
         out.append(lines[i])
@@ -87,6 +117,14 @@ def refresh(readme: Path) -> str:
         end = next((j for j in range(i, len(lines)) if lines[j].strip() == END), None)
         if end is None:
             raise ReadmeError(f"{readme}: the block '{lines[i - 1].strip()}' has no closing '{END}'")
-        out += ["", block(readme.parent / m.group("path"), m.group("path"), bool(m.group("brief"))), "", END]
+        paths, form = m.group("paths").split(), m.group("form")
+        if form == "counts":
+            text = counts([(readme.parent / p, p) for p in paths])
+        elif len(paths) > 1:
+            raise ReadmeError(f"{readme}: the block '{lines[i - 1].strip()}' names several ledgers; only a "
+                              "`counts` block takes more than one")
+        else:
+            text = block(readme.parent / paths[0], paths[0], form == "brief")
+        out += ["", text, "", END]
         i = end + 1
     return "\n".join(out) + "\n"
