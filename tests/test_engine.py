@@ -95,6 +95,7 @@ def test_physical_pruning_mid_run_then_resume(data_root, tmp_path):
     assert stats["heads"] == 2 * 3
     events = read_jsonl(tmp_path / "whole/events.jsonl")
     assert events[0]["event"] == "prune" and events[0]["step"] == 5
+    assert stats["warmup_end"] == 5  # the run says where its strategy first acted; the report reads it
     # a run that crashes at step 15 and resumes from the step-10 checkpoint (pruned already) ends identical
     cut = tmp_path / "cut"
     with pytest.raises(Crash):

@@ -74,5 +74,6 @@ def test_kill_9_after_the_strategy_acted_then_resume_equals_uninterrupted(name, 
     assert untimed(read_jsonl(cut / "metrics.jsonl")) == untimed(read_jsonl(whole / "metrics.jsonl"))
     assert read_jsonl(cut / "events.jsonl") == read_jsonl(whole / "events.jsonl")
     assert resumed["eval"] == uninterrupted["eval"] and resumed["head_layout"] == uninterrupted["head_layout"]
+    assert resumed["warmup_end"] == uninterrupted["warmup_end"]  # read back from the kept events
     if name == "curriculum":  # both waves removed heads, the second one after the resume
         assert [e["step"] for e in read_jsonl(whole / "events.jsonl") if e["event"] == "prune"] == [5, 15]

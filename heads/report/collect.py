@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from heads.events import Dropout, Prune, Redundancy, Wave, first_action
+from heads.events import read as read_events
 from heads.examples import FILE as EXAMPLES_FILE
 from heads.examples import ExampleValues, path_beside
 from heads.metrics import TASK_METRIC, retained_defined
@@ -145,15 +147,12 @@ class Run:
         return f"{self.task}/{self.group}/seed{self.seed}"
 
 
-def _events(run: Run, kind: str) -> list[dict]:
-    return [e for e in run.events if e.get("event") == kind]
-
-
 def _early_window(run: Run) -> int:
-    """The last step of the early (warm-up) window: the first strategy event after step 0, else 10 % of steps."""
-    steps = [int(e["step"]) for e in run.events if isinstance(e.get("step"), int) and e["step"] > 0]
-    if steps:
-        return min(steps)
+    """The last step of the early (warm-up) window: the step the run says its strategy first acted at (runs
+    before it said so: the first event after step 0 in its log), else 10 % of its steps."""
+    end = run.summary["warmup_end"] if "warmup_end" in run.summary else first_action(run.events)
+    if isinstance(end, int) and not isinstance(end, bool) and end > 0:
+        return end
     total = number(run.summary.get("steps")) or (number(run.metrics[-1].get("step")) if run.metrics else 0) or 0
     return max(1, round(0.1 * total))
 
@@ -218,22 +217,21 @@ def _memory_at_prune(run: Run) -> dict[str, float | None]:
     parameter byte after it (AdamW keeps two: more means stale moments of removed heads were kept). From the
     prune event's own sizes where it logged them, else from the metrics records logged either side of it."""
     out: dict[str, float | None] = {"optimizer_mb_ratio": None, "moments_per_param": None}
-    prunes = [e for e in _events(run, "prune") if isinstance(e.get("step"), int) and e["step"] > 0]
+    prunes = [e for e in read_events(run.events, Prune) if e.step > 0]
     if not prunes:
         return out
-    first = min(prunes, key=lambda e: e["step"])
-    sizes = [number(first.get(k)) for k in ("optimizer_mb_before", "optimizer_mb_after", "param_mb_after")]
+    first = min(prunes, key=lambda e: e.step)
+    sizes = (first.optimizer_mb_before, first.optimizer_mb_after, first.param_mb_after)
     if all(sizes) and sizes[0] > 0:  # the prune event says it (runs since it does)
         return {"optimizer_mb_ratio": sizes[1] / sizes[0], "moments_per_param": sizes[1] / sizes[2]}
-    at = first["step"]
+    at = first.step
     sized = [r for r in run.metrics if isinstance(r.get("step"), int) and (number(r.get("optimizer_mb")) or 0) > 0
              and (number(r.get("param_mb")) or 0) > 0]
     before = [r for r in sized if r["step"] < at]
     after = [r for r in sized if r["step"] > at]
     if before and after:
-        first = after[0]
-        out["optimizer_mb_ratio"] = first["optimizer_mb"] / before[-1]["optimizer_mb"]
-        out["moments_per_param"] = first["optimizer_mb"] / first["param_mb"]
+        out["optimizer_mb_ratio"] = after[0]["optimizer_mb"] / before[-1]["optimizer_mb"]
+        out["moments_per_param"] = after[0]["optimizer_mb"] / after[0]["param_mb"]
     return out
 
 
@@ -288,16 +286,14 @@ def _record(run: Run, metric: str | None, root: Path) -> dict:
     mems = [number(r.get("peak_mem_mb")) for r in metrics]
     record["peak_mem_mb"] = max([m for m in mems if m is not None], default=None)
     record.update(_memory_at_prune(run))
-    redundancy = _events(run, "redundancy")
-    dropout = _events(run, "dropout")
-    record["redundancy_ratio"] = number(redundancy[0].get("redundancy_ratio")) if redundancy else None
-    record["redundancy_threshold"] = number(redundancy[0].get("threshold")) if redundancy else None
-    first_dropout = redundancy[0].get("attention_dropout") if redundancy else (
-        dropout[0].get("attention") if dropout else None)
-    record["attention_dropout"] = number(first_dropout)
-    record["prune_events"] = len(_events(run, "prune"))
+    redundancy, dropout = read_events(run.events, Redundancy), read_events(run.events, Dropout)
+    record["redundancy_ratio"] = redundancy[0].redundancy_ratio if redundancy else None
+    record["redundancy_threshold"] = redundancy[0].threshold if redundancy else None
+    record["attention_dropout"] = redundancy[0].attention_dropout if redundancy else (
+        dropout[0].attention if dropout else None)
+    record["prune_events"] = len(read_events(run.events, Prune))
     # the most alike pair of heads any redundancy probe saw: how near a threshold that pruned nothing came
-    probed = [number(e.get("max_similarity")) for e in redundancy + _events(run, "wave")]
+    probed = [e.max_similarity for e in [*redundancy, *read_events(run.events, Wave)]]
     record["max_similarity"] = max([x for x in probed if x is not None], default=None)
     for key, value in sorted(run.eval.items()):
         if number(value) is not None:

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from heads.events import Prune
+from heads.events import read as read_events
 from heads.paired import paired_ttests
 from heads.report.collect import Run, RunTree, as_dict, number, reach_fields, same_ratio
 from heads.report.estimators import Share, site_kinds
@@ -421,7 +423,7 @@ def _speed(tree: RunTree, sel: Mapping[str, Any]) -> Series:
 
 # -- the interleaved training-step clock --------------------------------------------------------------------
 def _first_prune_step(run: Run) -> int | None:
-    steps = [int(e["step"]) for e in run.events if e.get("event") == "prune" and isinstance(e.get("step"), int)]
+    steps = [e.step for e in read_events(run.events, Prune)]
     return min(steps) if steps else None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from heads.config import ConfigError
+from heads.events import Wave
 from heads.scoring.similarity import SimilarityParams, check_similarity, max_similarity, similarity_matrices
 from heads.strategies.base import Strategy, check_ratio
 from heads.strategies.common import redundant_to_remove
@@ -54,16 +55,9 @@ class _Waves(Hook):
         )
         remove = redundant_to_remove(trainer.model, matrices, threshold, self.p.floor, max_remove=budget)
         # logged even when nothing goes: a wave that finds no pair above its threshold says how close it came
-        trainer.events.write(
-            {
-                "step": trainer.step,
-                "event": "wave",
-                "threshold": threshold,
-                "pooling": self.p.pooling,
-                "max_similarity": max_similarity(matrices),
-                "removed": sum(len(v) for v in remove.values()),
-            }
-        )
+        trainer.events.write(Wave(
+            step=trainer.step, threshold=threshold, pooling=self.p.pooling, max_similarity=max_similarity(matrices),
+            removed=sum(len(v) for v in remove.values())).record())
         trainer.prune(remove, reason=f"curriculum wave at step {trainer.step}, cosine > {threshold}")
 
     def state_dict(self) -> dict:

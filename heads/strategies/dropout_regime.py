@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from heads.config import ConfigError
+from heads.events import Redundancy
 from heads.scoring.similarity import (
     SimilarityParams,
     check_similarity,
@@ -61,17 +62,10 @@ class _Regime(Hook):
             trainer.probe_batches(p.probe_batches, seed_offset=trainer.step),
             SimilarityParams(space=p.space, pooling=p.pooling),
         )
-        trainer.events.write(
-            {
-                "step": trainer.step,
-                "event": "redundancy",
-                "redundancy_ratio": share_redundant(redundant_heads(matrices, p.threshold)),
-                "max_similarity": max_similarity(matrices),
-                "attention_dropout": p.high,
-                "threshold": p.threshold,
-                "pooling": p.pooling,
-            }
-        )
+        trainer.events.write(Redundancy(
+            step=trainer.step, redundancy_ratio=share_redundant(redundant_heads(matrices, p.threshold)),
+            max_similarity=max_similarity(matrices), attention_dropout=p.high, threshold=p.threshold,
+            pooling=p.pooling).record())
         if p.prune:
             total = num_heads(head_layout(trainer.model))
             remove = redundant_to_remove(

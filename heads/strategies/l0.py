@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from heads.config import ConfigError
+from heads.events import L0Gates
 from heads.strategies.base import Strategy
 from heads.strategies.registry import register_strategy
 from heads.surgery import head_layout, set_gates
@@ -124,9 +125,7 @@ class _Gates(Hook):
         if self.p.prune_at_end:
             trainer.prune(closed, reason="l0 gates closed")
         _fold_gates(trainer.model, open_values if self.p.prune_at_end else values)
-        trainer.events.write(
-            {"step": trainer.step, "event": "l0_gates", "gates": {k: v.tolist() for k, v in values.items()}}
-        )
+        trainer.events.write(L0Gates(step=trainer.step, gates={k: v.tolist() for k, v in values.items()}).record())
 
     def state_dict(self) -> dict:
         # JSON holds float32 values exactly (each is a double in between), so the round trip is bit for bit.

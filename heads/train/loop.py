@@ -22,8 +22,9 @@ from torch import nn
 
 from heads.config import RunConfig
 from heads.env import fix_threads
+from heads.events import Dropout, Prune, first_action
 from heads.flops import flops_per_token
-from heads.io import clear_stale_temps
+from heads.io import clear_stale_temps, read_jsonl
 from heads.placement import Placement, optimizer_state_mb, tensor_megabytes
 from heads.surgery import head_layout, num_heads, prune_heads
 from heads.tasks.base import Task
@@ -200,10 +201,10 @@ class Trainer:
         self._forward = None  # DDP holds the old parameters; rebuilt (and synced from rank 0) before the next step
         self._update_cost()
         after = self._memory_mb()
-        self.events.write(
-            {"step": self.step, "event": "prune", "removed": remove, "reason": reason, "heads": num_heads(layout),
-             **{f"{k}_before": v for k, v in before.items()}, **{f"{k}_after": v for k, v in after.items()}}
-        )
+        self.events.write(Prune(
+            step=self.step, removed=remove, reason=reason, heads=num_heads(layout),
+            param_mb_before=before["param_mb"], optimizer_mb_before=before["optimizer_mb"],
+            param_mb_after=after["param_mb"], optimizer_mb_after=after["optimizer_mb"]).record())
         return layout
 
     def _memory_mb(self) -> dict[str, float]:
@@ -214,7 +215,7 @@ class Trainer:
     def set_dropout(self, attention: float | None = None, residual: float | None = None) -> None:
         attention, residual = dist.broadcast(self.world, (attention, residual))
         set_dropout(self.model, attention=attention, residual=residual)
-        self.events.write({"step": self.step, "event": "dropout", **get_dropout(self.model)})
+        self.events.write(Dropout(step=self.step, **get_dropout(self.model)).record())
 
     def probe_batches(self, n: int, seed_offset: int = 1) -> list[dict]:
         """``n`` training batches from a separate stream: probing never shifts the training order."""
@@ -298,6 +299,10 @@ class Trainer:
             "heads": num_heads(head_layout(self.model)),
             "resumed": resumed,
             "world_size": self.world.size,
+            # the steps before the strategy first acted (pruned, probed, changed dropout): what the report calls
+            # the run's early throughput, said by the run rather than inferred by its reader
+            "warmup_end": first_action(read_jsonl(self.events.path, torn_tail_ok=True))
+            if self.world.main and self.events.path.is_file() else None,
         }
 
     def _forward_model(self) -> nn.Module:
