@@ -18,7 +18,7 @@ from heads.io import write_text
 from heads.report.baselines import baselines_table
 from heads.report.collect import RunTree
 from heads.report.fmt import Table, fmt
-from heads.report.measures import Series, measure, precondition_values
+from heads.report.measures import SeedValues, measure, precondition_values
 from heads.report.robustness import FRAGILE, NOT_MEASURED, robustness
 from heads.report.spec import Claim
 from heads.report.stats import (
@@ -98,7 +98,7 @@ def _effect(claim: Claim, x: float, y: float | None) -> float | None:
     return x - y
 
 
-def _combine(claim: Claim, a: Series, b: Series | None) -> tuple[dict[int, float], list[str]]:
+def _combine(claim: Claim, a: SeedValues, b: SeedValues | None) -> tuple[dict[int, float], list[str]]:
     """Per-seed effect (:func:`_effect`), paired by seed; the second list says which seeds could not be paired or
     had no defined effect."""
     if b is None:
@@ -120,7 +120,7 @@ def _combine(claim: Claim, a: Series, b: Series | None) -> tuple[dict[int, float
     return out, unmeasured
 
 
-def example_replicates(claim: Claim, seeds: Sequence[int], a: Series, b: Series | None) -> np.ndarray | None:
+def example_replicates(claim: Claim, seeds: Sequence[int], a: SeedValues, b: SeedValues | None) -> np.ndarray | None:
     """The seed-mean effect recomputed on :data:`RESAMPLES` resamples of the evaluation units, the same resample
     for every seed and both arms (they are scored on the same examples, so the pairing holds); None unless every
     seed of every side kept example-level values of the same units, or where a resample leaves an effect
@@ -144,7 +144,7 @@ def example_replicates(claim: Claim, seeds: Sequence[int], a: Series, b: Series 
     return replicates
 
 
-def _estimate(claim: Claim, per_seed: dict[int, float], a: Series, b: Series | None) -> Estimate:
+def _estimate(claim: Claim, per_seed: dict[int, float], a: SeedValues, b: SeedValues | None) -> Estimate:
     """Two-level where the runs kept example-level values (:func:`example_replicates`), else over seeds alone."""
     values = list(per_seed.values())
     # seeds that are shards of the examples already sample them (Claim.seeds_are)
@@ -292,8 +292,8 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
                            if resolved else ""))
 
 
-def _effect_brackets(claim: Claim, per_seed: dict[int, float], a: Series,
-                     b: Series | None) -> dict[int, tuple[float, float]] | None:
+def _effect_brackets(claim: Claim, per_seed: dict[int, float], a: SeedValues,
+                     b: SeedValues | None) -> dict[int, tuple[float, float]] | None:
     """Per seed, the range of its effect over the corners of its sides' brackets (a side without one is exact);
     None unless some side is known only to its evaluation interval, or where a corner leaves the effect
     undefined."""
@@ -354,7 +354,7 @@ def adjust(results: Sequence[ClaimResult]) -> None:
                 r.verdict = INCONCLUSIVE
 
 
-def _one_count(claim: Claim, per_seed: dict[int, float], a: Series, b: Series | None) -> tuple[int, int] | None:
+def _one_count(claim: Claim, per_seed: dict[int, float], a: SeedValues, b: SeedValues | None) -> tuple[int, int] | None:
     """``(k, n)`` when the claim is a directional one on a share of units and every seed counted the same ``k``
     of the same ``n`` (a spread of zero, which no interval over seeds can use); else None."""
     if claim.kind != "value" or claim.test != "directional" or b is not None or claim.relative or not per_seed:

@@ -2,7 +2,7 @@
 
 A selector is a mapping with ``from`` (default ``run``) and the keys that
 source needs; replications/README.md is the reference. Every selector yields a
-:class:`Series`: values keyed by seed (by repeat for ``speed`` of one model alone), the seeds whose
+:class:`SeedValues`: values keyed by seed (by repeat for ``speed`` of one model alone), the seeds whose
 run diverged, and the reasons anything is missing, so one absent experiment
 makes one claim inconclusive instead of crashing the report.
 """
@@ -35,7 +35,7 @@ class SelectorError(ValueError):
 
 
 @dataclass
-class Series:
+class SeedValues:
     """Per-seed values of one selector, with what went wrong on the way."""
 
     label: str
@@ -58,7 +58,7 @@ class Series:
     brackets: dict[int, tuple[float, float]] = field(default_factory=dict)
 
 
-def against_yardstick(a: Series, b: Series) -> tuple[dict[int, float], list[str]]:
+def against_yardstick(a: SeedValues, b: SeedValues) -> tuple[dict[int, float], list[str]]:
     """``(a - b) / |b|`` per seed of the yardstick ``b`` (run on fewer seeds, e.g. the baseline trained twice as
     long), and what kept any seed from being measured: a failure or gap of either side on *any* seed (a baseline
     seed that diverged makes the check unmeasured even where no yardstick ran: its claims could not use it
@@ -109,7 +109,7 @@ def check_selector(sel: Mapping[str, Any], where: str) -> None:
         raise SelectorError(f"{where}: pick values must be 'min' or 'max'")
 
 
-def measure(tree: RunTree, sel: Mapping[str, Any]) -> Series:
+def measure(tree: RunTree, sel: Mapping[str, Any]) -> SeedValues:
     """Evaluate one (checked) selector against the run tree: a run field, an analysis's per-seed estimator, or
     one of the two measures a per-seed estimator cannot give (speed's paired timings, the clock's time to
     target)."""
@@ -145,12 +145,12 @@ def _pick(groups: list[tuple], keys: Sequence[str], pick: Mapping[str, str],
     return groups
 
 
-def _run(tree: RunTree, sel: Mapping[str, Any]) -> Series:
+def _run(tree: RunTree, sel: Mapping[str, Any]) -> SeedValues:
     task, variant, strategy = sel["task"], str(sel["variant"]), str(sel.get("strategy", "*"))
     ratio = sel.get("ratio")
     fld = str(sel["field"])
     label = f"{task}/{variant}/{strategy}/{'*' if ratio is None else ratio} {fld}"
-    series = Series(label)
+    series = SeedValues(label)
     runs = [r for r in tree.runs if r.task == task and fnmatch.fnmatchcase(r.variant, variant)
             and fnmatch.fnmatchcase(r.strategy, strategy) and (ratio is None or same_ratio(r.ratio, ratio))]
     if not runs:
@@ -210,7 +210,7 @@ def _target(tree: RunTree, task: str, sel: Mapping[str, Any]) -> float | None:
     return tree.baseline_target(task, spec.pop("tol", None), spec)
 
 
-def _attach_examples(series: Series, run: Run, fld: str) -> None:
+def _attach_examples(series: SeedValues, run: Run, fld: str) -> None:
     """Where ``fld`` is the run's evaluation metric (``value``, ``eval.NAME``) and the run kept example-level
     values that give it, how to recompute it on a resample of units."""
     name = run.record.get("metric") if fld == "value" else fld.removeprefix("eval.") if fld.startswith(
@@ -245,8 +245,8 @@ def _run_field(run: Run, fld: str, target: float | None) -> tuple[float | None, 
 
 # -- analyses: one seed's tidy rows (heads.report.rows) to one value ------------------------------------------
 def _per_seed(tree_data: Mapping[int, Any], label: str, missing_text: str,
-              fn: Callable[[Any], float | Share | None]) -> Series:
-    series = Series(label)
+              fn: Callable[[Any], float | Share | None]) -> SeedValues:
+    series = SeedValues(label)
     if not tree_data:
         series.missing.append(missing_text)
     for seed, data in sorted(tree_data.items()):
@@ -297,14 +297,14 @@ def _arm(tree: RunTree, task: str, kind: str, how: Kind, sel: Mapping[str, Any]
     return arms[0], None if arms[0] == pattern else f"picked {arms[0]}", None
 
 
-def _analysis(tree: RunTree, sel: Mapping[str, Any]) -> Series:
+def _analysis(tree: RunTree, sel: Mapping[str, Any]) -> SeedValues:
     """A selector over one analysis arm: its value on each seed that wrote one."""
     task, kind = sel["task"], sel["from"]
     how = KINDS[kind]
     arm, note, missing = _arm(tree, task, kind, how, sel)
     label = _label(how, sel, arm or str(sel.get("step")))
     if missing:
-        return Series(label, missing=[missing])
+        return SeedValues(label, missing=[missing])
     if how.reads_json:  # a curve's own JSON: its measures read fields the tidy rows leave out
         data = {s: d for s, d in tree.analyses(task, how.analysis, arm).items() if isinstance(d, dict)
                 and isinstance(d.get("points"), list)}
@@ -321,7 +321,7 @@ def _analysis(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     return series
 
 
-def _attach_ablation_examples(series: Series, seed: int, kept: Mapping[str, Any] | None,
+def _attach_ablation_examples(series: SeedValues, seed: int, kept: Mapping[str, Any] | None,
                               sel: Mapping[str, Any]) -> None:
     """Where the ablation kept its per-example statistic, the significant share recomputed on a resample of the
     examples: every head's paired test redone on the same resampled examples (they share one test set, so the
@@ -390,11 +390,11 @@ def speed_of_seed(rows: Sequence[Mapping], how: str, ratio: float, batch: Any = 
     return eps / ref if eps is not None and ref else None
 
 
-def _speed(tree: RunTree, sel: Mapping[str, Any]) -> Series:
+def _speed(tree: RunTree, sel: Mapping[str, Any]) -> SeedValues:
     task, how = sel["task"], sel["measure"]
     ratio, batch = float(sel.get("ratio", 0.5)), sel.get("batch")
     label = f"{task} speed {how} ratio {ratio:g}" + (f" batch {batch}" if batch is not None else "")
-    series = Series(label)
+    series = SeedValues(label)
     per_seed = by_seed(tree, "speed", task, "none")
     if not per_seed:
         series.missing.append(f"{task}: no analysis/speed/seed*.json")
@@ -434,7 +434,7 @@ def _weighed(steps: float, base_steps: float, first_prune: int, step_ratio: floa
     return (full + (steps - full) * step_ratio) / base_steps
 
 
-def _time_to_target(tree: RunTree, sel: Mapping[str, Any]) -> Series:
+def _time_to_target(tree: RunTree, sel: Mapping[str, Any]) -> SeedValues:
     """Training-step times measured interleaved in one job (``heads clock``) against the separately trained runs'
     step counts: the pruned run's steps to the target (the baseline's final loss + ``target.tol``), those before
     its first prune at the baseline's step time and the rest at the pruned model's, over the baseline's steps to
@@ -443,7 +443,7 @@ def _time_to_target(tree: RunTree, sel: Mapping[str, Any]) -> Series:
     task, how, arm = sel["task"], sel["measure"], str(sel["arm"])
     label = f"{task} clock {arm} {sel.get('model', 'model')} {how}"
     data = {seed: d for seed, d in tree.analyses(task, "clock", arm).items() if isinstance(d, dict)}
-    series = Series(label)
+    series = SeedValues(label)
     if not data:
         series.missing.append(f"{task}: no analysis/clock/{arm}/seed*.json")
         return series

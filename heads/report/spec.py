@@ -13,7 +13,7 @@ import yaml
 from heads.report.measures import SelectorError, check_selector
 from heads.report.stats import DIRECTIONS, TESTS
 
-KINDS = {"value": 0.0, "paired_difference": 0.0, "paired_ratio": 1.0}  # kind -> default null_value
+CLAIM_KINDS = {"value": 0.0, "paired_difference": 0.0, "paired_ratio": 1.0}  # kind -> default null_value
 REQUIRED = ("id", "text")
 KNOWN = {"id", "text", "task", "kind", "a", "b", "direction", "tolerance", "null_value", "relative", "paper_value",
          "paper", "note", "not_tested", "target", "test", "margin", "requires", "choice"}
@@ -193,8 +193,8 @@ def parse_claim(raw: Mapping[str, Any], replication: str, where: str,
     if raw.get("not_tested"):
         return Claim(**common, not_tested=str(raw["not_tested"]).strip())
     kind = raw.get("kind", "value")
-    if kind not in KINDS:
-        raise ClaimSpecError(f"{where}: kind {kind!r} is not one of {sorted(KINDS)}")
+    if kind not in CLAIM_KINDS:
+        raise ClaimSpecError(f"{where}: kind {kind!r} is not one of {sorted(CLAIM_KINDS)}")
     direction = raw.get("direction")
     if direction not in DIRECTIONS:
         raise ClaimSpecError(f"{where}: direction must be one of {list(DIRECTIONS)}, got {direction!r}")
@@ -202,7 +202,7 @@ def parse_claim(raw: Mapping[str, Any], replication: str, where: str,
         raise ClaimSpecError(f"{where}: kind {kind} takes {'a: and b:' if kind != 'value' else 'a: only'}")
     try:
         tolerance = float(raw.get("tolerance", 0.0))
-        null = float(raw.get("null_value", KINDS[kind]))
+        null = float(raw.get("null_value", CLAIM_KINDS[kind]))
         margin = None if raw.get("margin") is None else float(raw["margin"])
     except (TypeError, ValueError):
         raise ClaimSpecError(f"{where}: tolerance, null_value and margin must be numbers") from None
