@@ -292,7 +292,7 @@ def _analyses(runs: Path, s: int) -> None:
         for site in sites:
             rel = 0.3 if site.endswith("encoder_attn") else 0.02 + 0.005 * s
             abo[site] = {"site": site, "best_head": 1, "loss": 3.0 * (1 + rel), "baseline_loss": 3.0,
-                         "accuracy": 0.3, "baseline_accuracy": 0.32, "delta_loss": 3.0 * rel}
+                         "accuracy": 0.3, "baseline_accuracy": 0.32}
         _write(runs / task / "analysis" / "ablation" / f"seed{s}.json", {
             "baseline_loss": 3.0, "baseline_accuracy": 0.32, "examples": 64,
             "test": {"mt": "bleu", "cls": "accuracy"}.get(task, "loss"), "heads": heads,

@@ -442,7 +442,8 @@ def test_optimizer_bytes_are_read_either_side_of_the_first_prune(tmp_path):
     run.events = [{"step": 5, "event": "prune", "removed": {"l0": [1]}, "optimizer_mb_before": 10.0,
                    "optimizer_mb_after": 9.0, "param_mb_after": 4.5}]
     assert _memory_at_prune(run) == {"optimizer_mb_ratio": 0.9, "moments_per_param": 2.0}
-    run.events = [{"step": 0, "event": "prune", "removed": {"l0": [1]}}]  # pruned before any moment existed: nothing to compare
+    # pruned before any moment existed: nothing to compare
+    run.events = [{"step": 0, "event": "prune", "removed": {"l0": [1]}}]
     assert _memory_at_prune(run) == {"optimizer_mb_ratio": None, "moments_per_param": None}
 
 

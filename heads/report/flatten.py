@@ -41,11 +41,11 @@ def all_but_one(data: Any, arm: str, knob: float | None) -> Iterator[dict]:
     """Each site reduced to its best head: the loss it adds, alone and relative to the full model's."""
     table = data.get("all_but_one")
     for site, r in (sorted(table.items()) if isinstance(table, dict) else ()):
-        base = r.get("baseline_loss") if isinstance(r, dict) else None
-        if number(base) is None or not ("delta_loss" in r or "loss" in r):
+        base = number(r.get("baseline_loss")) if isinstance(r, dict) else None
+        if base is None or "loss" not in r:
             continue
-        loss = number(r.get("loss"))  # a delta the analysis did not write: its loss against the full model's
-        delta = number(r["delta_loss"]) if "delta_loss" in r else loss - base if loss is not None else None
+        loss = number(r["loss"])  # the loss with the site's best head alone, against the full model's
+        delta = loss - base if loss is not None else None
         accuracy = [r.get(k) for k in ("accuracy", "baseline_accuracy")]
         best = number(r.get("best_head"))
         yield {**_site(site), "best_head": int(best) if best is not None else None, "delta": delta,
@@ -100,7 +100,7 @@ def definitions(data: Any, arm: str, knob: float | None) -> Iterator[dict]:
 
 def roles(data: Any, arm: str, knob: float | None) -> Iterator[dict]:
     """Head roles (``heads roles``): a row per head, kept by the L0 model or not."""
-    for r in as_list(data.get("heads") if isinstance(data, dict) else data):
+    for r in as_list(data.get("heads")):
         if isinstance(r, dict):
             yield {**r, "kind": r.get("kind") or site_kind(str(r.get("site", ""))), "kept": bool(r.get("kept"))}
 

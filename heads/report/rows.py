@@ -19,7 +19,7 @@ def by_seed(tree: RunTree, kind: str, task: str, arm: str) -> dict[int, list[dic
     knob = tree.knob(task, analysis, arm)
     found = {}
     for seed, data in tree.analyses(task, analysis, arm).items():
-        if isinstance(data, dict) or kind == "roles":  # head roles were once written as a bare list
+        if isinstance(data, dict):
             found[seed] = [{"task": task, "arm": arm, "knob": knob, "seed": seed, **r}
                            for r in flatten(data, arm, knob)]
     return found
