@@ -9,6 +9,7 @@ anything that takes none. Imports nothing heavy.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Generic, TypeVar
 
@@ -27,6 +28,17 @@ class UnknownName(ConfigError, KeyError):
 
     def __str__(self) -> str:  # KeyError would print the message in quotes
         return str(self.args[0])
+
+
+def plugin_hint(kind: str) -> str:
+    """How a ``kind`` (strategy, scorer) of one's own is found, for the error of a name nobody registered: its
+    module is imported when named in ``HEADS_PLUGINS`` (or installed under the ``heads.strategies`` entry points)."""
+    where = os.environ.get("HEADS_PLUGINS")
+    if where:
+        return f"HEADS_PLUGINS={where!r} was imported and does not register it"
+    return (f"a {kind} of your own registers when its module is imported: name that module in HEADS_PLUGINS "
+            "(HEADS_PLUGINS=my_strategies), or install it under the heads.strategies entry points "
+            "(docs/ADDING_A_STRATEGY.md)")
 
 
 class Registry(Mapping[str, T], Generic[T]):

@@ -197,8 +197,7 @@ def build(root: str | Path, dag: Mapping[str, Any], names: Iterable[str] | None 
     for name in names if names is not None else [n for n in replications(root) if n in dag]:
         if name not in dag:
             raise SheetError(f"replication {name!r} has no settings in this preset's dag (keys: {sorted(dag)})")
-        seeds = list((dag.get("seeds_of") or {}).get(name, dag["seeds"]))
-        declared[name] = list(load_replication(root / name).runs(dag[name], seeds))
+        declared[name] = list(load_replication(root / name).runs(dag[name], seeds_of(dag, name)))
     for name, entries in (extra or {}).items():
         if entries := list(entries):  # none: the replication may not run at this preset at all
             declared.setdefault(name, []).extend(entries)
@@ -206,6 +205,11 @@ def build(root: str | Path, dag: Mapping[str, Any], names: Iterable[str] | None 
                   for e in entries])
     runs = {label: _yardstick_steps(e, runs, dag.get("preset")) for label, e in runs.items()}
     return Sheet(runs, {name: sorted({e.label for e in entries}) for name, entries in declared.items()})
+
+
+def seeds_of(dag: Mapping[str, Any], name: str) -> list[int]:
+    """A replication's seeds: its own (``dag["seeds_of"][name]``) where its settings named them, else the preset's."""
+    return list((dag.get("seeds_of") or {}).get(name, dag["seeds"]))
 
 
 def _with_task_config(e: RunSpec, base: Mapping[str, Any] | None) -> RunSpec:
@@ -398,28 +402,70 @@ def _listed(value: Any) -> list:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def custom(entries: Iterable[Mapping[str, Any]], seeds: Iterable[int]) -> list[RunSpec]:
-    """A user's own strategies run beside the built-in ones (workflow config ``custom``): each
-    ``{label, task, strategy, ratio, params}`` becomes a ``during`` run per seed. ``ratio`` reaches the
-    strategy as its ``ratio`` parameter unless ``params`` sets it."""
-    out = []
+# -- a user's own strategies ------------------------------------------------------------------------------
+CUSTOM_JOINS = "training_time"  # the replication an entry naming none joins
+
+
+@dataclass(frozen=True, kw_only=True)
+class Custom:
+    """One entry of a workflow config's ``dag.<preset>.custom``, as a replication's ``custom`` hook takes it.
+
+    ``kind`` is how its strategy prunes (:func:`heads.strategies.registry.kind_of`): ``during`` (a strategy that
+    prunes while training) or ``posthoc`` (a scorer choosing heads of a trained model). ``task`` and ``ratio``
+    are None where the entry names none; the hook decides what that means."""
+
+    label: str
+    strategy: str
+    kind: str
+    task: str | None = None
+    ratio: float | None = None
+    params: dict = field(default_factory=dict)
+
+
+def custom(root: str | Path, dag: Mapping[str, Any], entries: Iterable[Mapping[str, Any]]) -> dict[str, list[RunSpec]]:
+    """A user's own strategies (workflow config ``dag.<preset>.custom``) as runs of the replications they join,
+    for :func:`build`'s ``extra``. Each ``{label, strategy, task, ratio, params, replication}`` joins its
+    ``replication`` (default ``training_time``), whose ``runs.py`` says how with an optional
+    ``custom(entry, settings, seeds) -> list[RunSpec]`` (``entry``: a :class:`Custom`; ``settings`` and
+    ``seeds``: the replication's own at this preset), every run's ``arm`` the entry's label, or raises
+    :class:`SheetError` for an entry it cannot take. Refused in one line naming the entry, before any job: a
+    label twice, an unknown strategy or replication, one not run at this preset or without that hook. An entry
+    imports the strategy and scorer registries (torch), to tell its kind; none, nothing heavy."""
     entries = list(entries)
     labels = [c.get("label") for c in entries]
     repeated = sorted({str(x) for x in labels if labels.count(x) > 1})
     if repeated:  # one arm per label: two strategies under one label would be read as one arm's runs
         raise SheetError(f"custom: labels {repeated} name more than one entry; give each entry its own label")
+    known = replications(root)
+    out: dict[str, list[RunSpec]] = {}
     for c in entries:
+        name, where = c.get("replication", CUSTOM_JOINS), f"custom, entry {c.get('label')!r}"
+        if name not in known:
+            raise SheetError(f"{where}: replication {name!r} is not one of {known}")
+        if name not in dag:
+            raise SheetError(f"{where}: it joins the {name} replication, which does not run at preset "
+                             f"{dag.get('preset')!r} (replications/{name}/settings.yaml sets it to null)")
+        hook = getattr(load_replication(Path(root) / name), "custom", None)
+        if not callable(hook):
+            takes = [n for n in known if callable(getattr(load_replication(Path(root) / n), "custom", None))]
+            raise SheetError(f"{where}: replication {name!r} takes no custom entries (its runs.py defines no "
+                             f"custom(entry, settings, seeds)); those that do: {takes}")
         try:
-            ratio = float(c.get("ratio", 0.0))
+            ratio = None if "ratio" not in c else float(c["ratio"])
         except (TypeError, ValueError):
-            raise SheetError(f"custom entry {c.get('label')!r}: ratio must be a number, got {c.get('ratio')!r}") \
-                from None
-        params = dict(c.get("params") or {})
-        if "ratio" in c:
-            params.setdefault("ratio", ratio)
-        for seed in seeds:
-            out.append(RunSpec(label=run_label(c["task"], "during", c["label"], ratio, seed), command="train",
-                               replication="training_time",
-                               task=c["task"], seed=seed, variant="during", arm=c["label"], ratio=ratio,
-                               strategy=c["strategy"], params=params))
+            raise SheetError(f"{where}: ratio must be a number, got {c.get('ratio')!r}") from None
+        from heads.config import ConfigError
+        from heads.strategies.registry import kind_of
+
+        try:
+            kind = kind_of(c["strategy"])
+        except ConfigError as exc:
+            raise SheetError(f"{where}: {exc}") from None
+        entry = Custom(label=c["label"], strategy=c["strategy"], kind=kind, task=c.get("task"), ratio=ratio,
+                       params=dict(c.get("params") or {}))
+        try:
+            runs = list(hook(entry, dag[name], seeds_of(dag, name)))
+        except SheetError as exc:
+            raise SheetError(f"{where}: {name}: {exc}") from None
+        out.setdefault(name, []).extend(runs)
     return out

@@ -99,10 +99,11 @@ def test_label_names_are_strings_whatever_yaml_11_would_make_of_them(tmp_path):
 def test_custom_labels_are_one_per_entry_whatever_their_ratios():
     entries = [{"label": "mine", "task": "lm", "strategy": "oneshot", "ratio": 0.5},
                {"label": "mine", "task": "lm", "strategy": "curriculum"}]
+    dag = dag_for(ROOT / "replications", "smoke")
     with pytest.raises(SheetError, match=r"labels \['mine'\] name more than one entry"):
-        custom(entries, [0])
+        custom(ROOT / "replications", dag, entries)
     with pytest.raises(SheetError, match="ratio must be a number"):
-        custom([{"label": "x", "task": "lm", "strategy": "oneshot", "ratio": "half"}], [0])
+        custom(ROOT / "replications", dag, [{"label": "x", "task": "lm", "strategy": "oneshot", "ratio": "half"}])
 
 
 def test_a_nested_dag_override_of_the_wrong_type_names_its_key():

@@ -66,14 +66,104 @@ def test_a_run_must_start_from_a_run_on_the_sheet():
         check([RunSpec(label="a", command="fly", replication="x", task="lm", seed=0)])
 
 
+def mine(preset: str, *entries: dict) -> tuple[dict, dict]:
+    """The preset's DAG with these custom entries, and the runs each replication gains from them."""
+    dag = dag_for(ROOT / "replications", preset, {"custom": list(entries)})
+    return dag, custom(ROOT / "replications", dag, dag["custom"])
+
+
 def test_custom_entries_pass_every_parameter_through_including_the_ratio():
-    runs = custom([{"label": "mine", "task": "lm", "strategy": "oneshot", "ratio": 0.5, "params": {"reinit": True}}],
-                  [0, 1])
+    _, runs = mine("smoke", {"label": "mine", "task": "lm", "strategy": "oneshot", "ratio": 0.5,
+                             "params": {"reinit": True}})
+    assert list(runs) == ["training_time"]  # no replication named: a training run beside the built-in strategies
+    runs = runs["training_time"]
     assert [r.label for r in runs] == ["lm/during/mine/0.5/seed0", "lm/during/mine/0.5/seed1"]
     assert runs[0].params == {"reinit": True, "ratio": 0.5} and runs[0].strategy == "oneshot"
     # params win over the entry's ratio
-    (r,) = custom([{"label": "m", "task": "lm", "strategy": "oneshot", "ratio": 0.5, "params": {"ratio": 0.3}}], [0])
-    assert r.params["ratio"] == 0.3
+    _, runs = mine("smoke", {"label": "m", "task": "lm", "strategy": "oneshot", "ratio": 0.5, "params": {"ratio": 0.3}})
+    assert runs["training_time"][0].params["ratio"] == 0.3
+
+
+def test_a_training_time_custom_entry_renders_the_command_line_it_always_has():
+    dag, runs = mine("smoke", {"label": "mine", "task": "lm", "strategy": "oneshot", "ratio": 0.5,
+                               "params": {"reinit": True}})
+    sheet = build(ROOT / "replications", dag, extra=runs)
+    assert sheet.of["training_time"] == sorted({*build(ROOT / "replications", dag).of["training_time"],
+                                                "lm/during/mine/0.5/seed0", "lm/during/mine/0.5/seed1"})
+    run = ('{"arm": "mine", "from_run": null, "kind": "run", "knob": null, "label": "lm/during/mine/0.5/seed0", '
+           '"ratio": 0.5, "seed": 0, "task": "lm", "variant": "during"}')
+    assert command_line(sheet["lm/during/mine/0.5/seed0"], "results/runs", "smoke", "resources/data", 2) == (
+        f"heads train --task lm --preset smoke --out results/runs/lm/during/mine/0.5/seed0 --run '{run}' "
+        "data.root=resources/data train.seed=0 train.threads=2 train.progress=false strategy.name=oneshot "
+        "strategy.params.reinit=true strategy.params.ratio=0.5")
+
+
+def test_a_scorer_through_custom_joins_michel2019s_curves_as_its_own_arm():
+    """A post-hoc entry becomes one curve per seed (the replication's own: five at small) and curve task, built
+    as the built-in scorers' (same levels, batches, sentences, from that seed's baseline), arm = its label."""
+    dag, runs = mine("small", {"label": "mag", "strategy": "magnitude", "replication": "michel2019",
+                               "params": {"scope": "per_site"}})
+    assert list(runs) == ["michel2019"]
+    sheet = build(ROOT / "replications", dag, extra=runs)
+    ours = [e for e in sheet.runs.values() if e.arm == "mag"]
+    assert sorted(e.label for e in ours) == [f"cls/analysis/curve/mag/seed{s}" for s in range(5)]
+    assert set(sheet.of["michel2019"]) >= {e.label for e in ours}
+    theirs = sheet["cls/analysis/curve/importance/seed3"]
+    (e,) = [e for e in ours if e.seed == 3]
+    assert (e.command, e.variant, e.paths, e.after, e.config) == (theirs.command, theirs.variant, theirs.paths,
+                                                                 theirs.after, theirs.config)
+    assert e.params == {**theirs.params, "scorer": "magnitude", "scope": "per_site"}
+    line = command_line(e, "R", "small", "D", 1)
+    assert line.startswith("heads curve R/cls/baseline/none/0.0/seed3 --param scorer=magnitude step=0.05 "
+                           "max_ratio=0.5 batches=4 seed=3 scope=per_site ")
+    # a task named: its curves only; a scorer on the random draw averages the same orders as the built-in one
+    _, runs = mine("smoke", {"label": "rnd", "strategy": "random", "replication": "michel2019", "task": "mt"})
+    assert [(e.task, e.params["orders"]) for e in runs["michel2019"]] == [("mt", 2), ("mt", 2)]
+
+
+@pytest.mark.parametrize("entry,says", [
+    # a scorer asked to train, a training-time strategy asked for curves
+    ({"strategy": "magnitude", "task": "lm"}, "training_time: 'magnitude' is a scorer"),
+    ({"strategy": "oneshot", "replication": "michel2019"}, "michel2019: 'oneshot' prunes while training"),
+    # a replication with no way to take one, an unknown one, one not run at the preset
+    ({"strategy": "magnitude", "replication": "voita2019"}, "replication 'voita2019' takes no custom entries"),
+    ({"strategy": "magnitude", "replication": "michel"}, "replication 'michel' is not one of ['michel2019'"),
+    ({"strategy": "magnitude", "replication": "michel2019", "task": "lm"}, "task 'lm' has no curves at this preset"),
+    ({"strategy": "magnitude", "replication": "michel2019", "ratio": 0.5}, "leave ratio out"),
+    ({"strategy": "magnitude", "replication": "michel2019", "params": {"step": 0.5}}, "params ['step'] are every"),
+    ({"strategy": "posthoc", "task": "lm"}, "prunes a trained model, not while training: name a scorer"),
+    ({"strategy": "oneshot"}, "training_time: name the task it trains on"),
+])
+def test_a_custom_entry_that_does_not_fit_its_replication_fails_in_one_line_naming_it(entry, says):
+    with pytest.raises(SheetError, match=r"^custom, entry 'x': ") as err:
+        mine("smoke", {"label": "x", **entry})
+    assert says in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_an_unknown_custom_strategy_says_a_file_of_ones_own_needs_heads_plugins(monkeypatch):
+    monkeypatch.delenv("HEADS_PLUGINS", raising=False)
+    with pytest.raises(SheetError, match=r"unknown strategy 'magic': neither a strategy .* nor a scorer .*name "
+                                         r"that module in HEADS_PLUGINS"):
+        mine("smoke", {"label": "x", "task": "lm", "strategy": "magic"})
+
+
+def test_a_scorer_of_ones_own_is_found_through_heads_plugins(monkeypatch):
+    """A scorer registered by a module named in HEADS_PLUGINS joins michel2019 as a post-hoc entry, and the
+    curve's strategy finds it as `heads curve` will (the plugins imported on the first unknown name)."""
+    import sys
+
+    from heads.scoring.registry import _REGISTRY
+    from heads.strategies import build_strategy
+
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "plugins"))
+    monkeypatch.setenv("HEADS_PLUGINS", "my_scorer")
+    monkeypatch.delitem(sys.modules, "my_scorer", raising=False)
+    try:
+        _, runs = mine("smoke", {"label": "lastfirst", "strategy": "last_first", "replication": "michel2019"})
+        assert {e.params["scorer"] for e in runs["michel2019"]} == {"last_first"}
+        assert build_strategy("iterative", runs["michel2019"][0].params).params.scorer == "last_first"
+    finally:
+        _REGISTRY.remove("last_first")
 
 
 @pytest.mark.parametrize("preset", ["smoke", "tiny", "small", "paper"])

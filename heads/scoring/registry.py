@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from heads.registry import NoParams, Registry, UnknownName
+from heads.registry import NoParams, Registry, UnknownName, plugin_hint
 
 Scores = dict[str, torch.Tensor]
 
@@ -67,7 +67,14 @@ def register_scorer(name: str) -> Callable[[type[Scorer]], type[Scorer]]:
 
 
 def get_scorer(name: str) -> Scorer:
-    """A fresh instance of the scorer registered as ``name``."""
+    """A fresh instance of the scorer registered as ``name``; a name not yet registered imports the plugins first
+    (``HEADS_PLUGINS``, as strategies do), so ``heads curve --param scorer=yours`` finds one's own."""
+    if name not in _REGISTRY:
+        from heads.strategies.registry import load_plugins
+
+        load_plugins()
+    if name not in _REGISTRY:
+        raise UnknownName(f"unknown scorer {name!r}; known scorers: {sorted(_REGISTRY)}; {plugin_hint('scorer')}")
     return _REGISTRY.lookup(name)()
 
 

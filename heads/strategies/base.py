@@ -65,10 +65,14 @@ def _check_common(params: Any) -> None:
     """Parameters many strategies share, checked once here: a scorer must be registered, a floor not negative."""
     scorer = getattr(params, "scorer", None)
     if isinstance(scorer, str):
-        from heads.scoring import list_scorers
+        from heads.registry import UnknownName, plugin_hint
+        from heads.scoring import get_scorer, list_scorers
 
-        if scorer not in list_scorers():
-            raise ConfigError(f"strategy.params.scorer: {scorer!r} is not one of {sorted(list_scorers())}")
+        try:
+            get_scorer(scorer)  # one's own is imported first (HEADS_PLUGINS)
+        except UnknownName:
+            raise ConfigError(f"strategy.params.scorer: {scorer!r} is not one of {sorted(list_scorers())}; "
+                              f"{plugin_hint('scorer')}") from None
     floor = getattr(params, "floor", None)
     if isinstance(floor, int) and floor < 0:
         raise ConfigError(f"strategy.params.floor: must be >= 0, got {floor}")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from heads.registry import Registry
+from heads.config import ConfigError
+from heads.registry import Registry, UnknownName, plugin_hint
 from heads.strategies.base import Strategy
 
 STRATEGIES: Registry[type[Strategy]] = Registry("strategy", "strategies")
@@ -16,17 +17,31 @@ def get_strategy(name: str) -> type[Strategy]:
     if name not in STRATEGIES:
         load_plugins()
     if name not in STRATEGIES:
-        import os
-
-        from heads.registry import UnknownName
-
-        where = os.environ.get("HEADS_PLUGINS")
-        hint = (f"HEADS_PLUGINS={where!r} was imported and does not register it" if where else
-                "a strategy of your own registers when its module is imported: name that module in HEADS_PLUGINS "
-                "(HEADS_PLUGINS=my_strategies), or install it under the heads.strategies entry points "
-                "(docs/ADDING_A_STRATEGY.md)")
-        raise UnknownName(f"unknown strategy {name!r}; known strategies: {sorted(STRATEGIES)}; {hint}")
+        raise UnknownName(f"unknown strategy {name!r}; known strategies: {sorted(STRATEGIES)}; "
+                          f"{plugin_hint('strategy')}")
     return STRATEGIES.lookup(name)
+
+
+def kind_of(name: str) -> str:
+    """How a strategy named by a workflow config's ``custom:`` entry prunes: ``during`` (a registered strategy
+    that prunes while training: the entry is a training run) or ``posthoc`` (a registered scorer: heads chosen on
+    a trained model, as ``heads curve --param scorer=NAME`` does). A strategy that only acts on a trained model
+    (``posthoc``, ``iterative``) is refused, its scorer named instead; an unknown name says how one's own is found."""
+    from heads.scoring.registry import list_scorers
+
+    if name not in STRATEGIES and name not in list_scorers():
+        load_plugins()
+    scorers = list_scorers()
+    if name in STRATEGIES:
+        cls = STRATEGIES[name]
+        if cls.select is not Strategy.select and cls.hooks is Strategy.hooks:
+            raise ConfigError(f"strategy {name!r} prunes a trained model, not while training: name a scorer "
+                              f"instead ({sorted(scorers)} or your own) to add its pruning curves (michel2019)")
+        return "during"
+    if name in scorers:
+        return "posthoc"
+    raise UnknownName(f"unknown strategy {name!r}: neither a strategy (known: {sorted(STRATEGIES)}) nor a scorer "
+                      f"(known: {sorted(scorers)}); {plugin_hint('strategy or scorer')}")
 
 
 def build_strategy(name: str, params: Mapping[str, Any] | None = None) -> Strategy:

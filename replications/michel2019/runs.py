@@ -1,8 +1,10 @@
 """Michel et al. 2019: single-head ablations, iterative pruning curves (also from training snapshots), speed."""
 
-from heads.sheet import RunSpec, analysis_label, baseline
+from heads.sheet import Custom, RunSpec, SheetError, analysis_label, baseline
 
 REPLICATION = "michel2019"
+# what every curve of a preset shares, so that arms compare level by level: a custom entry's params may not set them
+SHARED = ("scorer", "step", "max_ratio", "batches", "seed")
 
 
 def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
@@ -11,8 +13,7 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
     from each snapshot, and the classifier's inference speed."""
     s = settings
     snap = s["snapshot_task"] if s["snapshots"] else None
-    curve_params = {"step": s["curve_step"], "max_ratio": s["curve_max"], "batches": s["curve_batches"]}
-    curve_eval = {"eval": {"max_examples": s["curve_examples"], "beams": 1}}
+    curve_params, curve_eval = _levels(s), _curve_eval(s)
     out = []
     # precondition_tasks: baselines trained only so the claims on a task this preset does not analyse can measure
     # their preconditions, and say "not tested at this scale" with the number (the small Marian's BLEU)
@@ -35,15 +36,7 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
             out.append(RunSpec(label=analysis_label("cls", "trivial", seed=seed), command="trivial",
                                replication=REPLICATION, task="cls", seed=seed,
                                variant="trivial", paths={"source": base["cls"].label}, after=(base["cls"].label,)))
-        for task in s["curve_tasks"]:
-            for scorer in s["curve_scorers"]:
-                # a random order is one draw: the random baseline averages several per seed
-                orders = {"orders": s["random_orders"]} if scorer == "random" and s["random_orders"] > 1 else {}
-                out.append(RunSpec(label=analysis_label(task, "curve", scorer, seed=seed), command="curve",
-                                   replication=REPLICATION, task=task, seed=seed,
-                                   variant="curve", arm=scorer, params={"scorer": scorer, **curve_params,
-                                   "seed": seed, **orders},
-                                   config=curve_eval, paths={"source": base[task].label}, after=(base[task].label,)))
+        out += [_curve(s, task, seed, scorer, scorer) for task in s["curve_tasks"] for scorer in s["curve_scorers"]]
         for step in s["snapshots"]:
             b = base[snap].label
             out.append(RunSpec(label=analysis_label(snap, "curve_at", f"step{step}", seed=seed), command="curve",
@@ -61,3 +54,47 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                            options={"ratios": list(s["speed_ratios"]), "batches": list(s["speed_batches"])},
                            paths={"source": b.label}, after=(b.label,))]
     return out
+
+
+def _levels(s: dict) -> dict:
+    """Where every curve of the preset prunes: its step, how far, on how many scoring batches."""
+    return {"step": s["curve_step"], "max_ratio": s["curve_max"], "batches": s["curve_batches"]}
+
+
+def _curve_eval(s: dict) -> dict:
+    """What every curve's level is evaluated on: the same sentences, decoded greedily."""
+    return {"eval": {"max_examples": s["curve_examples"], "beams": 1}}
+
+
+def _curve(s: dict, task: str, seed: int, arm: str, scorer: str, params: dict | None = None) -> RunSpec:
+    """The pruning curve of ``scorer`` (arm ``arm``) from the seed's baseline of ``task``: the preset's steps,
+    batches and sentences, ``params`` (the curve's other parameters: scope, floor, scorer_params, orders) on top."""
+    source = baseline(REPLICATION, task, seed).label
+    # a random order is one draw: the random baseline averages several per seed
+    orders = {"orders": s["random_orders"]} if scorer == "random" and s["random_orders"] > 1 else {}
+    return RunSpec(label=analysis_label(task, "curve", arm, seed=seed), command="curve", replication=REPLICATION,
+                   task=task, seed=seed, variant="curve", arm=arm,
+                   params={"scorer": scorer, **_levels(s), "seed": seed, **orders, **(params or {})},
+                   config=_curve_eval(s), paths={"source": source}, after=(source,))
+
+
+def custom(entry: Custom, settings: dict, seeds: list[int]) -> list[RunSpec]:
+    """A user's scorer (workflow config ``custom:`` with ``replication: michel2019``) as pruning curves beside the
+    built-in scorers': per seed and curve task (``task``: that one only), arm = the entry's label, built as theirs
+    (same levels, batches and sentences, from that seed's baseline), so the curve table and figure show it.
+    ``params`` are the curve's other parameters (scope, floor, scorer_params, orders)."""
+    s = settings
+    if entry.kind != "posthoc":
+        raise SheetError(f"{entry.strategy!r} prunes while training; this replication's curves prune a trained model "
+                         "by a scorer (importance, magnitude, ... or your own); a training-time strategy joins "
+                         "training_time")
+    if entry.ratio is not None:
+        raise SheetError(f"a curve prunes step by step up to curve_max ({s['curve_max']}): leave ratio out")
+    shared = sorted(set(SHARED) & set(entry.params))
+    if shared:
+        raise SheetError(f"params {shared} are every curve's alike (curve_step, curve_max, curve_batches, the seed; "
+                         "the scorer is the entry's strategy): set them under dag.<preset>.michel2019")
+    if entry.task is not None and entry.task not in s["curve_tasks"]:
+        raise SheetError(f"task {entry.task!r} has no curves at this preset (curve_tasks: {s['curve_tasks']})")
+    tasks = s["curve_tasks"] if entry.task is None else [entry.task]
+    return [_curve(s, task, seed, entry.label, entry.strategy, entry.params) for seed in seeds for task in tasks]

@@ -1,7 +1,7 @@
 """Training-time pruning: one-shot similarity pruning, curriculum waves and the attention-dropout regime
 against the baseline, on the same seeds; and how redundant the baseline's heads are as it trains."""
 
-from heads.sheet import RunSpec, SheetError, analysis_label, baseline, longer_baselines, run_label
+from heads.sheet import Custom, RunSpec, SheetError, analysis_label, baseline, longer_baselines, run_label
 
 REPLICATION = "training_time"
 
@@ -64,6 +64,25 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
         out += genre_pruning(task, base.label, seed, s["genre_domains"], s["genre_ratio"], pooling,
                              s["redundancy_batches"])
     return out + longer_baselines(REPLICATION, s.get("longer_baseline"), seeds)
+
+
+def custom(entry: Custom, settings: dict, seeds: list[int]) -> list[RunSpec]:
+    """A user's strategy (workflow config ``custom:``, this replication by default) trained beside the built-in
+    ones: a ``during`` run of its task per seed. ``ratio`` reaches the strategy as its ``ratio`` parameter unless
+    ``params`` sets it, and names the run's folder (0.0 when the entry names none)."""
+    if entry.kind != "during":
+        raise SheetError(f"{entry.strategy!r} is a scorer, which chooses heads of a trained model; this replication "
+                         "trains strategies that prune while training (replication: michel2019 adds its pruning "
+                         "curves)")
+    if entry.task is None:
+        raise SheetError("name the task it trains on (task: lm, mt, cls or your own)")
+    ratio = 0.0 if entry.ratio is None else entry.ratio
+    params = dict(entry.params)
+    if entry.ratio is not None:
+        params.setdefault("ratio", ratio)
+    return [RunSpec(label=run_label(entry.task, "during", entry.label, ratio, seed), command="train",
+                    replication=REPLICATION, task=entry.task, seed=seed, variant="during", arm=entry.label,
+                    ratio=ratio, strategy=entry.strategy, params=params) for seed in seeds]
 
 
 def genre_pruning(task: str, base: str, seed: int, domains: list[str], ratio: float, pooling: str,

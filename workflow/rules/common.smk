@@ -28,16 +28,25 @@ for _name in (n for n in replication_folders("replications") if n in D):  # null
 OUT = config["out"] or ("results" if PRESET == "tiny" else f"results/{PRESET}")
 RUNS = f"{OUT}/runs"
 DATA = config["data_root"]
-SEEDS = D["seeds"]
 CUSTOM = D.get("custom", [])
-if CUSTOM and "training_time" not in D:  # custom entries are training-time runs: at this preset there are none
-    raise ValueError(f"config dag.{PRESET}.custom: your strategies join the training_time replication, which does "
-                     f"not run at preset {PRESET!r} (its settings.yaml sets it to null)")
+# Your own strategies (dag.<preset>.custom), each as runs of the replication it joins (training_time unless it
+# names one; that replication's runs.py says how, heads.sheet.custom): an unknown strategy or replication, or an
+# entry its replication cannot take, stops here in one line naming the entry.
+try:
+    CUSTOM_RUNS = custom_runs("replications", D, CUSTOM)
+except SheetError as e:
+    raise ValueError(f"config dag.{PRESET}.{e}") from None
 
 # Built and checked before any job runs: labels unique, shared runs declared alike, every run it starts from
-# on the sheet. Your own strategies (dag.<preset>.custom) join the training-time replication.
+# on the sheet.
 try:
-    SHEET = build_sheet("replications", D, extra={"training_time": custom_runs(CUSTOM, SEEDS)})
+    if CUSTOM:  # a custom entry may not take the place of a built-in arm (of the same variant)
+        _arms = {(e.variant, e.arm): e.label for e in build_sheet("replications", D).runs.values()}
+        _clash = next((e for runs in CUSTOM_RUNS.values() for e in runs if (e.variant, e.arm) in _arms), None)
+        if _clash is not None:
+            raise ValueError(f"config dag.{PRESET}.custom, entry {_clash.arm!r}: the label is a built-in run's "
+                             f"({_arms[(_clash.variant, _clash.arm)]}); choose another")
+    SHEET = build_sheet("replications", D, extra=CUSTOM_RUNS)
 except SheetError as e:
     raise ValueError(f"run sheet of preset {PRESET!r}: {e}") from None
 REPLICATIONS = sorted(SHEET.of)
@@ -57,34 +66,29 @@ except ClaimSpecError as e:
     raise ValueError(f"claims.yaml: {e}") from None
 
 # A custom entry is checked (strategy name, parameters, types) before any job runs, not when its first run
-# starts; it may not take the place of a built-in run.
+# starts, as its command will build it: a training run's whole config, a curve's iterative strategy.
 if CUSTOM:
     from heads.config import ConfigError
     from heads.resolve import resolve
+    from heads.strategies import build_strategy
 
-    builtin = build_sheet("replications", D)
+    mine = [e for runs in CUSTOM_RUNS.values() for e in runs]
     for c in CUSTOM:
-        clash = [
-            e.label
-            for e in builtin.runs.values()
-            if (e.variant, e.arm) == ("during", c["label"])
-        ]
-        if clash:
-            raise ValueError(
-                f"config dag.{PRESET}.custom, entry {c['label']!r}: the label is a built-in run's ({clash[0]}); "
-                "choose another"
-            )
-        entry = next(e for e in SHEET.runs.values() if e.arm == c["label"] and e.variant == "during")
-        try:
-            resolve(
-                c["task"],
-                PRESET,
-                None,
-                [f"strategy.name={entry.strategy}"]
-                + [f"strategy.params.{k}={json.dumps(v)}" for k, v in entry.params.items()],
-            )
-        except (ConfigError, KeyError) as e:
-            raise ValueError(f"config dag.{PRESET}.custom, entry {c['label']!r}: {e}") from None
+        where = f"config dag.{PRESET}.custom, entry {c['label']!r}"
+        for entry in [e for e in mine if e.arm == c["label"]][:1]:  # its runs differ by seed and task only
+            try:
+                if entry.command == "train":
+                    resolve(
+                        entry.task,
+                        PRESET,
+                        None,
+                        [f"strategy.name={entry.strategy}"]
+                        + [f"strategy.params.{k}={json.dumps(v)}" for k, v in entry.params.items()],
+                    )
+                else:
+                    build_strategy("iterative" if entry.command == "curve" else entry.strategy, entry.params)
+            except (ConfigError, KeyError) as e:
+                raise ValueError(f"{where}: {e}") from None
 
 
 # Your own models and data (dag.<preset>.tasks): each task's config resolved once here, so a bad key or value
