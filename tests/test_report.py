@@ -398,7 +398,8 @@ def test_report_renders_every_table_and_figure_identically_twice(tree_root, tmp_
     kinds = artefacts(name, REPLICATIONS)
     expected = [out / f"{t}{ext}" for t in kinds["tables"] for ext in (".csv", ".md")]
     expected += [out / f"{f}.png" for f in kinds["figures"]]
-    expected += [out / f for f in ("claims.md", "claims.csv", "baselines.csv", "baselines.md", "environments.json")]
+    expected += [out / f for f in ("claims.md", "claims.csv", "claims.json", "baselines.csv", "baselines.md",
+                                   "environments.json")]
     assert sorted(printed) == sorted(str(p) for p in expected)
     for path in expected:
         assert path.is_file() and path.stat().st_size > 0, path
@@ -552,6 +553,9 @@ def test_whole_ledger_merges_the_replications_own_and_says_which_have_not_run(tr
     ledgers = [str(tmp_path / n / "claims.csv") for n in names]
     assert _cli(["claims", "--ledgers", *ledgers, "--replications", str(REPLICATIONS), "--out", str(merged)]) == 0
     assert _bytes(merged) == _bytes(whole)
+    # merged from each replication's claims.json (every number at full precision), which it writes in turn
+    assert all((tmp_path / n / "claims.json").is_file() for n in names)
+    assert (merged / "claims.json").read_bytes() == (whole / "claims.json").read_bytes()
     # environments: a record two replications read (a shared baseline) counts once; a mix is said
     for name, threads in ((names[0], 1), (names[1], 2)):
         (tmp_path / name / "environments.json").write_text(json.dumps({"records": {
@@ -611,6 +615,14 @@ def test_whole_ledger_merges_the_replications_own_and_says_which_have_not_run(tr
     assert all(rows[i]["note"].startswith("judged by the rules before multiplicity") and rows[i]["p_adjusted"] == ""
                for i in mine)
     assert not any("judged by the rules before" in rows[c.id]["note"] for c in load_all(REPLICATIONS, names[1:2]))
+
+    # a damaged claims.json is one line naming it, not a traceback
+    broken = tmp_path / "broken"
+    shutil.copytree(tmp_path / names[0], broken)
+    (broken / "claims.json").write_text(json.dumps({"results": [{"claim": left[0].id, "verdict": "supported"}]}))
+    with pytest.raises(SystemExit, match=r"broken/claims.json: not a ledger written by heads \(KeyError"):
+        _cli(["claims", "--ledgers", str(broken / "claims.csv"), "--replications", str(REPLICATIONS),
+              "--out", str(part)])
 
     with pytest.raises(SystemExit, match="is in both"):
         _cli(["claims", "--ledgers", ledgers[0], ledgers[0], "--replications", str(REPLICATIONS), "--out", str(part)])

@@ -201,13 +201,15 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("claims", help="evaluate every replications/*/claims.yaml: OUT/CLAIMS.md, OUT/claims.csv, "
-                       "and OUT/baselines.csv (each task's baseline beside its trivial ones)")
+                       "OUT/claims.json (the same results as data) and OUT/baselines.csv (each task's baseline "
+                       "beside its trivial ones)")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--runs", type=Path, help="the run tree, OUT/runs: evaluate every claim on it")
     source.add_argument("--ledgers", nargs="+", metavar="OUT/REP/claims.csv",
-                        help="merge the replications' own ledgers (with the baselines.csv and environments.json "
-                        "beside each) instead: replications run apart make one ledger; a claim whose "
-                        "replication is not given is inconclusive, saying it has not run")
+                        help="merge the replications' own ledgers (the claims.json, baselines.csv and "
+                        "environments.json beside each; a ledger older than claims.json is read from its CSV) "
+                        "instead: replications run apart make one ledger; a claim whose replication is not given "
+                        "is inconclusive, saying it has not run")
     p.add_argument("--replications", type=Path, default=Path("replications"), help="folder of replication specs")
     p.add_argument("--out", type=Path, required=True, help="folder for CLAIMS.md and claims.csv, e.g. OUT")
     p.add_argument("--preset", help="with --ledgers: the preset the ledgers are of; the claims of a replication "

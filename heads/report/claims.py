@@ -9,12 +9,12 @@ ledger.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from heads.io import write_text
+from heads.io import write_json, write_text
 from heads.report.baselines import baselines_table
 from heads.report.collect import RunTree
 from heads.report.fmt import Table, fmt
@@ -395,6 +395,20 @@ def ledger_table(results: Sequence[ClaimResult]) -> Table:
                                                                         "p_adjusted": ".2g"})
 
 
+# the ledger as data beside claims.csv: what the whole ledger merges, every number at full precision
+LEDGER_JSON = "claims.json"
+
+
+def ledger_records(results: Sequence[ClaimResult]) -> dict:
+    """``claims.json``: each result's fields as they are (its claim by id), for :mod:`heads.report.ledger`."""
+    return {"results": [
+        {"claim": r.claim.id, "replication": r.claim.replication, "verdict": r.verdict,
+         "estimate": asdict(r.estimate), "effect_size": r.effect_size,
+         "per_seed": {str(seed): v for seed, v in sorted(r.per_seed.items())}, "note": r.note,
+         "p_value": r.p_value, "p_adjusted": r.p_adjusted, "precondition": r.precondition,
+         "robustness": r.robustness, "method_used": r.method_used} for r in results]}
+
+
 def _interval(e: Estimate, exact: bool = False) -> str:
     if e.mean is None:
         return "–"
@@ -470,13 +484,15 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
 def write_ledger(results: Sequence[ClaimResult], out: str | Path, environments: str | None = None,
                  tree: RunTree | None = None, baselines: Table | None = None, title: str = "Claims ledger",
                  page: str = "CLAIMS.md") -> list[Path]:
-    """``out/CLAIMS.md`` (``page``) and ``out/claims.csv`` (atomic; identical inputs give identical bytes);
+    """``out/CLAIMS.md`` (``page``), ``out/claims.csv`` and ``out/claims.json`` (the same results as data: what a
+    whole ledger merges) (atomic; identical inputs give identical bytes);
     ``environments`` (:meth:`RunTree.environment_note`) is said under the rule when the runs come from different
     environments. ``baselines`` (or, with the run ``tree``, its :func:`baselines_table`) goes to
     ``out/baselines.csv`` and ``.md``: what the preconditions read, per task."""
     out = Path(out)
     written = [write_text(out / page, ledger_markdown(results, title=title, environments=environments)),
-               write_text(out / "claims.csv", ledger_table(results).to_csv())]
+               write_text(out / "claims.csv", ledger_table(results).to_csv()),
+               write_json(out / LEDGER_JSON, ledger_records(results))]
     if baselines is None and tree is not None:
         baselines = baselines_table(tree, (p for r in results for p in r.claim.requires))
     if baselines is not None:

@@ -1,10 +1,12 @@
 """The whole ledger as the union of the replications' own: ``OUT/<rep>/claims.csv`` -> ``OUT/claims.csv``.
 
-Each replication's target writes its ledger page beside its tables (``claims.md``, ``claims.csv``,
-``baselines.{csv,md}`` and ``environments.json``: the environments its runs name). The whole ledger merges those
-files, so replications run apart (on other days, even other machines, as the ``small`` scale does: one target
-per working day) still make one ledger, and a claim's numbers are the same bytes in its replication's page and
-in the whole ledger. A claim whose replication has no ledger yet is *inconclusive*, saying so.
+Each replication's target writes its ledger page beside its tables (``claims.md``, ``claims.csv``, the same
+results as data in ``claims.json``, ``baselines.{csv,md}`` and ``environments.json``: the environments its runs
+name). The whole ledger merges those files (the results from ``claims.json``; a ledger written before that file
+existed, from its CSV), so replications run apart (on other days, even other machines, as the ``small`` scale
+does: one target per working day) still make one ledger, and a claim's numbers are the same bytes in its
+replication's page and in the whole ledger. A claim whose replication has no ledger yet is *inconclusive*,
+saying so.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from heads.env import describe_mix
 from heads.io import write_json
 from heads.report.baselines import COLUMNS as BASELINE_COLUMNS
 from heads.report.baselines import baselines_caption
-from heads.report.claims import CSV_COLUMNS, EXTRA_COLUMNS, ClaimResult, declared_not_tested
+from heads.report.claims import CSV_COLUMNS, EXTRA_COLUMNS, LEDGER_JSON, ClaimResult, declared_not_tested
 from heads.report.fmt import Table
 from heads.report.robustness import robustness
 from heads.report.spec import Claim
@@ -51,6 +53,7 @@ def _per_seed(text: str) -> dict[int, float]:
 
 
 def _result(row: Mapping[str, str], claim: Claim) -> ClaimResult:
+    """One row of a ledger written before ``claims.json``, read back from its CSV text."""
     n = int(row["n_seeds"] or 0)
     # the method column is the only place the ledger says whether the interval counted the examples
     examples = row["method"].startswith(METHOD_EXAMPLES[claim.test]) and METHOD_EXAMPLES[claim.test] != METHOD[
@@ -66,9 +69,41 @@ def _result(row: Mapping[str, str], claim: Claim) -> ClaimResult:
                        p_adjusted=None if older else _float(row["p_adjusted"]))
 
 
+def _claim(path: Path, claim_id: Any, claims: Mapping[str, Claim]) -> Claim:
+    """The spec of a ledger row's claim, or an error naming the ledger where no claims.yaml declares it."""
+    claim = claims.get(claim_id)
+    if claim is None:
+        raise LedgerError(f"{path}: claim {claim_id!r} is declared by no replications/*/claims.yaml "
+                          "(a ledger from another version of the specs? re-render it)")
+    return claim
+
+
+def _from_records(path: Path, claims: Mapping[str, Claim]) -> list[ClaimResult]:
+    """A replication's ``claims.json`` (:func:`heads.report.claims.ledger_records`) as results."""
+    try:
+        doc = json.loads(path.read_text())
+        items = doc["results"]
+        out = []
+        for item in items:
+            out.append(ClaimResult(
+                _claim(path, item["claim"], claims), item["verdict"], Estimate(**item["estimate"]), item["effect_size"],
+                {int(seed): v for seed, v in item["per_seed"].items()}, item["note"], item["p_value"],
+                item["precondition"], item["robustness"], method_used=item["method_used"],
+                p_adjusted=item["p_adjusted"]))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        if isinstance(exc, LedgerError):
+            raise
+        raise LedgerError(f"{path}: not a ledger written by heads ({exc.__class__.__name__}: {exc})") from None
+    return out
+
+
 def read_ledger(path: str | Path, claims: Mapping[str, Claim]) -> list[ClaimResult]:
-    """One replication's ``claims.csv`` as results, each bound to its claim's spec (``claims``: by id)."""
+    """One replication's ledger as results, each bound to its claim's spec (``claims``: by id): from the
+    ``claims.json`` beside its ``claims.csv`` (``path``: either), else, for a ledger written before that file
+    existed, from the CSV's text."""
     path = Path(path)
+    if path.with_name(LEDGER_JSON).is_file():
+        return _from_records(path.with_name(LEDGER_JSON), claims)
     with path.open(newline="") as f:
         reader = csv.DictReader(f)
         missing = [c for c in CSV_COLUMNS + EXTRA_COLUMNS if c not in (reader.fieldnames or []) and c not in OPTIONAL]
@@ -77,10 +112,7 @@ def read_ledger(path: str | Path, claims: Mapping[str, Claim]) -> list[ClaimResu
         rows = list(reader)
     out = []
     for row in rows:
-        claim = claims.get(row["claim"])
-        if claim is None:
-            raise LedgerError(f"{path}: claim {row['claim']!r} is declared by no replications/*/claims.yaml "
-                              "(a ledger from another version of the specs? re-render it)")
+        claim = _claim(path, row["claim"], claims)
         try:
             out.append(_result(row, claim))
         except ValueError as exc:

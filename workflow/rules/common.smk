@@ -189,13 +189,13 @@ def replication_outputs(rep):
     out = [f"{OUT}/{rep}/{t}.{ext}" for t in kinds["tables"] for ext in ("csv", "md")]
     out += [f"{OUT}/{rep}/{f}.png" for f in kinds["figures"]]
     if os.path.isfile(f"replications/{rep}/claims.yaml"):
-        out += [f"{OUT}/{rep}/{f}" for f in ("claims.md", "claims.csv", "baselines.csv", "baselines.md",
-                                             "environments.json")]
+        ledger = ("claims.md", "claims.csv", "claims.json", "baselines.csv", "baselines.md", "environments.json")
+        out += [f"{OUT}/{rep}/{f}" for f in ledger]
     return out
 
 
 def report_outputs():
-    out = [f"{OUT}/CLAIMS.md", f"{OUT}/claims.csv"]
+    out = [f"{OUT}/CLAIMS.md", f"{OUT}/claims.csv", f"{OUT}/claims.json"]
     for rep in REPLICATIONS:
         out += replication_outputs(rep)
     return out

@@ -75,6 +75,7 @@ rule replication_claims:
         # its ledger page, and what the whole ledger merges (heads.report.ledger)
         f"{OUT}/{{replication}}/claims.md",
         f"{OUT}/{{replication}}/claims.csv",
+        f"{OUT}/{{replication}}/claims.json",
         multiext(f"{OUT}/{{replication}}/baselines", ".csv", ".md"),
         f"{OUT}/{{replication}}/environments.json",
     log:
@@ -107,6 +108,7 @@ rule claims:
     # replications run apart, on other days, still make one ledger: `heads claims --ledgers OUT/*/claims.csv`.
     input:
         ledgers=expand(f"{OUT}/{{replication}}/claims.csv", replication=CLAIMED),
+        records=expand(f"{OUT}/{{replication}}/claims.json", replication=CLAIMED),  # what the merge reads
         baselines=expand(f"{OUT}/{{replication}}/baselines.csv", replication=CLAIMED),
         environments=expand(f"{OUT}/{{replication}}/environments.json", replication=CLAIMED),
         specs=expand("replications/{replication}/claims.yaml", replication=CLAIMED),
@@ -114,6 +116,7 @@ rule claims:
     output:
         md=report(f"{OUT}/CLAIMS.md", caption="../report/claims.rst", category="Claims ledger"),
         csv=f"{OUT}/claims.csv",
+        records=f"{OUT}/claims.json",
         baselines=multiext(f"{OUT}/baselines", ".csv", ".md"),
     log:
         f"logs/{PRESET}/report/claims.log",
