@@ -88,7 +88,7 @@ def test_a_diverged_variant_is_reported_failed_not_dropped(tmp_path_factory):
     assert run.returncode == 0, (run.stdout + run.stderr)[-5000:]  # one broken variant does not stop the DAG
 
     with (repo / table).open() as f:
-        rows = {r["strategy"]: r for r in csv.DictReader(f)}
+        rows = {r["arm"]: r for r in csv.DictReader(f)}
     assert rows["poisoned"]["n_failed"] == "2" and rows["poisoned"]["n_ok"] == "0"
     assert rows["curriculum"]["n_failed"] == "0"
     assert "poisoned" in (repo / table).with_suffix(".md").read_text()

@@ -165,7 +165,7 @@ def test_seeds_that_are_shards_get_no_second_example_interval_and_say_so(tmp_pat
             _write(runs / "cls" / group / f"seed{s}" / "examples.json",
                    record({"correct": column, "loss": [0.5] * 200}, {"accuracy": sum(column) / 200}))
     claim = _claim(kind="paired_difference", task="cls", direction="greater", tolerance=-0.02,
-                   a={"variant": "posthoc", "strategy": "importance", "ratio": 0.5, "field": "value"},
+                   a={"variant": "posthoc", "arm": "importance", "ratio": 0.5, "field": "value"},
                    b={**BASE, "field": "value"})
     assert evaluate(claim, RunTree(runs)).estimate.examples
     shards = evaluate(replace(claim, seeds_are="disjoint shards of the test text"), RunTree(runs))

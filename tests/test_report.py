@@ -352,19 +352,19 @@ def test_collect_keeps_failed_runs_and_reads_every_kind_of_folder(tree_root):
     frame = tidy_frame(tree)
     folders = {p.parent for p in tree_root.glob("*/*/*/*/seed*/*") if "analysis" not in p.parts}
     assert len(frame) == len(folders)
-    assert list(frame.columns[:8]) == ["task", "variant", "strategy", "ratio", "seed", "status", "failed", "message"]
+    assert list(frame.columns[:8]) == ["task", "variant", "arm", "ratio", "seed", "status", "failed", "message"]
     diverged = frame[frame.status == "diverged"]
-    assert len(diverged) == 1 and diverged.iloc[0].strategy == "curriculum" and bool(diverged.iloc[0].failed)
+    assert len(diverged) == 1 and diverged.iloc[0].arm == "curriculum" and bool(diverged.iloc[0].failed)
     assert "nan" in diverged.iloc[0].message
     unfinished = frame[frame.status == "incomplete"]
     assert len(unfinished) == 1 and unfinished.iloc[0].ratio == 0.75 and bool(unfinished.iloc[0].failed)
     post = frame[(frame.task == "lm") & (frame.variant == "posthoc")].sort_values("seed")
     assert post.status.tolist() == ["ok"] * 3 and post.heads.tolist() == [4.0] * 3
     assert post.value.iloc[0] == pytest.approx(math.exp(3.0) * 1.01)
-    drop = frame[frame.strategy == "dropout0.25"].sort_values("seed")
+    drop = frame[frame.arm == "dropout0.25"].sort_values("seed")
     assert drop.redundancy_ratio.tolist() == pytest.approx([0.2, 0.21, 0.22])
     assert drop.attention_dropout.tolist() == [0.25] * 3
-    l0 = frame[(frame.variant == "l0") & (frame.strategy == "lam0.01")]
+    l0 = frame[(frame.variant == "l0") & (frame.arm == "lam0.01")]
     assert l0.heads_removed_share.tolist() == pytest.approx([0.5] * 3)
 
 
@@ -379,7 +379,7 @@ def test_time_to_target_uses_the_baseline_median(tree_root):
         assert run.record["steps_to_target"] == first["step"] and run.record["reached"] is True
     # a stricter target nobody reaches: the claim falls back to total time and says so
     claim = parse_claim({"id": "T", "text": "t", "task": "lm", "kind": "value", "direction": "less",
-                         "a": {"variant": "baseline", "strategy": "none", "ratio": 0.0, "field": "time_to_target",
+                         "a": {"variant": "baseline", "arm": "none", "ratio": 0.0, "field": "time_to_target",
                                "target": {"tol": -0.5}}}, "x", "test")
     result = evaluate(claim, tree)
     assert result.estimate.mean == pytest.approx(20.0) and "not reached by 3/3" in result.note
@@ -458,10 +458,10 @@ def test_tables_mark_significance_and_count_failures(tree_root, tmp_path):
     out = tmp_path / "t"
     for name in artefacts("training_time", REPLICATIONS)["tables"]:
         tables("training_time", tree, REPLICATIONS)(name).write(out, name)
-    runs = {r["strategy"] + r["ratio"]: r for r in csv.DictReader((out / "runs.csv").open())}
+    runs = {r["arm"] + r["ratio"]: r for r in csv.DictReader((out / "runs.csv").open())}
     assert (runs["curriculum0.400"]["n_ok"], runs["curriculum0.400"]["n_failed"]) == ("2", "1")
     assert float(runs["oneshot0.250"]["time_ratio"]) < 1
-    redundancy = {r["strategy"]: r for r in csv.DictReader((out / "redundancy.csv").open())}
+    redundancy = {r["arm"]: r for r in csv.DictReader((out / "redundancy.csv").open())}
     assert float(redundancy["dropout0.25"]["max_similarity"]) == pytest.approx(0.91)
 
 
@@ -641,7 +641,7 @@ def _claim(**kw):
     return parse_claim(raw, "test", "test")
 
 
-BASE = {"variant": "baseline", "strategy": "none", "ratio": 0.0}
+BASE = {"variant": "baseline", "arm": "none", "ratio": 0.0}
 
 
 def test_holm_makes_a_verdict_its_own_test_carried_inconclusive_and_says_why():
@@ -693,32 +693,32 @@ def test_a_stated_choice_is_said_in_the_ledger_note(tmp_path):
     # the threshold inside the interval (seed values 3.00, 3.01, 3.02)
     ({"kind": "value", "a": {**BASE, "field": "final_val_loss"}, "tolerance": 3.01}, "inconclusive", ""),
     # one seed only
-    ({"kind": "value", "a": {"variant": "posthoc_ft", "strategy": "importance", "ratio": 0.75, "field": "value"}},
+    ({"kind": "value", "a": {"variant": "posthoc_ft", "arm": "importance", "ratio": 0.75, "field": "value"}},
      "inconclusive", "one seed only"),
     # inputs missing
-    ({"kind": "paired_difference", "a": {"variant": "during", "strategy": "early", "ratio": 0.5, "field": "value"},
+    ({"kind": "paired_difference", "a": {"variant": "during", "arm": "early", "ratio": 0.5, "field": "value"},
       "b": {**BASE, "field": "value"}}, "inconclusive", "missing inputs: no runs under lm/during/early/0.5"),
     # a diverged run: a failed row, with the effect over the other seeds
-    ({"kind": "paired_difference", "a": {"variant": "during", "strategy": "curriculum",
+    ({"kind": "paired_difference", "a": {"variant": "during", "arm": "curriculum",
                                          "field": "final_val_loss"}, "b": {**BASE, "field": "final_val_loss"},
       "direction": "less"}, "failed", "lm/during/curriculum/0.4/seed1 diverged"),
     # ambiguous glob without pick
-    ({"kind": "value", "task": "mt", "a": {"variant": "l0", "strategy": "lam*", "field": "heads"}}, "inconclusive",
+    ({"kind": "value", "task": "mt", "a": {"variant": "l0", "arm": "lam*", "field": "heads"}}, "inconclusive",
      "2 run groups match"),
     # the same glob with pick
-    ({"kind": "value", "task": "mt", "a": {"variant": "l0", "strategy": "lam*", "pick": {"strategy": "min"},
+    ({"kind": "value", "task": "mt", "a": {"variant": "l0", "arm": "lam*", "pick": {"arm": "min"},
                                            "field": "heads"}, "tolerance": 17.5},
      "inconclusive", "picked l0/lam0.005/0.0"),  # and every seed kept 18 heads: no spread, no verdict
     # a ratio claim below 1, its pruning side checked to have pruned
-    ({"kind": "paired_ratio", "a": {"variant": "during", "strategy": "oneshot", "ratio": 0.25,
+    ({"kind": "paired_ratio", "a": {"variant": "during", "arm": "oneshot", "ratio": 0.25,
                                     "field": "train_seconds", "pruned": True},
       "b": {**BASE, "field": "train_seconds"}, "direction": "less"}, "supported", ""),
     # post-hoc folders have no events: their head count says they pruned
-    ({"kind": "value", "a": {"variant": "posthoc", "strategy": "importance", "ratio": 0.5, "field": "value",
+    ({"kind": "value", "a": {"variant": "posthoc", "arm": "importance", "ratio": 0.5, "field": "value",
                              "pruned": True}}, "supported", ""),
     # a side that should have pruned but removed no head (a threshold no pair of heads crossed): not a test
     ({"kind": "paired_ratio", "a": {**BASE, "field": "params", "pruned": True},
-      "b": {"variant": "during", "strategy": "oneshot", "ratio": 0.25, "field": "params"}}, "inconclusive",
+      "b": {"variant": "during", "arm": "oneshot", "ratio": 0.25, "field": "params"}}, "inconclusive",
      "nothing was pruned, so the claim was not put to the test: lm/baseline/none/0.0/seed0 removed no heads"),
     # a curve measure that needs more than the curve has: missing, not a crash
     ({"kind": "value", "task": "mt", "a": {"from": "curve", "scorer": "importance", "measure": "area", "upto": 0.9}},
@@ -756,14 +756,14 @@ def test_effects_are_the_claimed_quantities(tree_root):
                                                         "measure": "kept_minus_pruned", "field": "positional"}), tree)
     assert roles.estimate.mean == pytest.approx(0.3)
     ratio = evaluate(_claim(kind="paired_ratio", direction="less",
-                            a={"variant": "during", "strategy": "oneshot", "ratio": 0.25, "field": "time_to_target"},
+                            a={"variant": "during", "arm": "oneshot", "ratio": 0.25, "field": "time_to_target"},
                             b={**BASE, "field": "time_to_target"}), tree)
     base = {r.seed: r.record["time_to_target"] for r in tree.select("lm", **BASE)}
     one = {r.seed: r.record["time_to_target"] for r in tree.select("lm", "during", "oneshot", 0.25)}
     assert ratio.per_seed == pytest.approx({s: one[s] / base[s] for s in SEEDS})
     # the same ratio on CPU seconds of the same steps (0.9 of wall-clock in this tree, on both arms)
     cpu = evaluate(_claim(kind="paired_ratio", direction="less",
-                          a={"variant": "during", "strategy": "oneshot", "ratio": 0.25, "field": "cpu_time_to_target"},
+                          a={"variant": "during", "arm": "oneshot", "ratio": 0.25, "field": "cpu_time_to_target"},
                           b={**BASE, "field": "cpu_time_to_target"}), tree)
     assert cpu.per_seed == pytest.approx(ratio.per_seed, rel=1e-3)
     assert all(r.record["cpu_time_to_target"] == pytest.approx(0.9 * r.record["time_to_target"], rel=1e-3)
@@ -945,7 +945,7 @@ def test_claims_on_an_evaluation_metric_count_the_examples_sampling(tmp_path):
 
     runs = make_tree(tmp_path)
     claim = _claim(kind="paired_difference", task="cls", direction="greater", tolerance=-0.02,
-                   a={"variant": "posthoc", "strategy": "importance", "ratio": 0.5, "field": "value"},
+                   a={"variant": "posthoc", "arm": "importance", "ratio": 0.5, "field": "value"},
                    b={**BASE, "field": "value"})
     seeds_only = evaluate(claim, RunTree(runs))
     assert seeds_only.verdict == "inconclusive" and "no spread" in seeds_only.note
@@ -1272,7 +1272,7 @@ def test_a_claim_on_run_fields_registers_the_runs_it_read_for_the_environment_no
     environments a ledger reports, as the analyses a claim reads are (a mixed-machine pair is never missed)."""
     tree = RunTree(make_tree(tmp_path))
     claim = _claim(kind="paired_difference", task="cls", direction="greater", tolerance=-0.02,
-                   a={"variant": "posthoc", "strategy": "importance", "ratio": 0.5, "field": "value"},
+                   a={"variant": "posthoc", "arm": "importance", "ratio": 0.5, "field": "value"},
                    b={**BASE, "field": "value"})
     assert not tree.environments(read_only=True)
     evaluate(claim, tree)

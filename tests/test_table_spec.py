@@ -56,7 +56,7 @@ def test_conditional_columns_and_the_mode_and_only_value():
 
 
 def test_vs_baseline_pairs_each_run_with_its_seeds_baseline():
-    base = [{"task": "lm", "seed": s, "variant": "baseline", "strategy": "none", "ratio": 0.0, "t": 10.0 * (s + 1)}
+    base = [{"task": "lm", "seed": s, "variant": "baseline", "arm": "none", "ratio": 0.0, "t": 10.0 * (s + 1)}
             for s in (0, 1)]
     runs = [{"task": "lm", "seed": 0, "t": 5.0}, {"task": "lm", "seed": 1, "t": 30.0}, {"task": "lm", "seed": 2,
                                                                                          "t": 1.0}]
@@ -125,7 +125,7 @@ def test_a_replication_declares_a_new_table_in_its_folder_alone(tmp_path):
     shutil.copytree(REPLICATIONS / "training_time", reps / "training_time")
     doc = yaml.safe_load((reps / "training_time" / "report.yaml").read_text())
     doc["tables"] = {"speeds": {"title": "Throughput", "rows": "runs", "where": {"variant": "during"},
-                                "by": ["task", "strategy"], "columns": ["task", "strategy", "tps = mean tokens_per_s"]}}
+                                "by": ["task", "arm"], "columns": ["task", "arm", "tps = mean tokens_per_s"]}}
     doc["figures"] = []
     (reps / "training_time" / "report.yaml").write_text(yaml.safe_dump(doc))
     (reps / "training_time" / "claims.yaml").unlink()
@@ -232,7 +232,7 @@ def test_heads_rows_shows_a_spec_author_the_fields_and_refuses_an_unknown_kind(t
     assert {"task", "arm", "seed", "model", "role", "peak_mb"} <= set(header.split(",")) and lines
     assert all(line.startswith("lm,") for line in lines)
     assert cli(["rows", "--runs", str(runs), "--out", str(tmp_path / "runs.csv")]) == 0
-    assert (tmp_path / "runs.csv").read_text().startswith("task,variant,strategy,ratio,seed")
+    assert (tmp_path / "runs.csv").read_text().startswith("task,variant,arm,ratio,seed")
     with pytest.raises(SystemExit, match="unknown kind 'weather'"):
         cli(["rows", "--runs", str(runs), "--kind", "weather"])
 

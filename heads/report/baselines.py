@@ -58,7 +58,7 @@ def _yardstick_row(tree: RunTree, pre: Precondition) -> list:
     """``pre``'s value per seed of its yardstick, ``(a - b) / |b|``, over seeds: what the ledger reads."""
     gaps, problems = precondition_values(tree, pre.a, pre.b)
     values = list(gaps.values())
-    where = "/".join(str(pre.b.get(k, "*")) for k in ("variant", "strategy", "ratio")) if pre.b else ""
+    where = "/".join(str(pre.b.get(k, "*")) for k in ("variant", "arm", "ratio")) if pre.b else ""
     return [pre.a["task"], "baseline", pre.name, *ci(values), len(values), where, len(problems)]
 
 

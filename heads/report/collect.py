@@ -31,7 +31,7 @@ from heads.sheet import fmt_ratio
 
 # Derived measures of the report where larger is better (the metrics' own directions: heads.metrics).
 DERIVED_HIGHER = {"value_retained", "retained"}
-BASELINE = {"variant": "baseline", "strategy": "none", "ratio": 0.0}
+BASELINE = {"variant": "baseline", "arm": "none", "ratio": 0.0}
 
 def field_higher_is_better(field_name: str, metric: str | None = None) -> bool:
     """Whether larger is better for a field of the report's rows (``value`` follows the task metric; a metric's
@@ -111,13 +111,13 @@ class Run:
 
     task: str
     variant: str
-    strategy: str  # the arm's name on the run sheet (oneshot, dropout0.25, lam0.01, importance)
+    arm: str  # the arm's name on the run sheet (oneshot, dropout0.25, lam0.01, importance)
     ratio: float
     ratio_dir: str
     seed: int
     path: Path  # the run folder
     knob: float | None = None  # the number that orders arms (a penalty, a dropout rate), from the sheet
-    method: str | None = None  # the registered strategy that ran (dropout_regime, l0, scratch, posthoc, ...)
+    strategy: str | None = None  # the registered strategy that ran (dropout_regime, l0, scratch, posthoc, ...)
     from_run: str | None = None  # the label of the run it starts from (a pruned model's source), from the sheet
     status: str = "incomplete"
     message: str | None = None
@@ -140,7 +140,7 @@ class Run:
 
     @property
     def group(self) -> str:
-        return f"{self.variant}/{self.strategy}/{self.ratio_dir}"
+        return f"{self.variant}/{self.arm}/{self.ratio_dir}"
 
     @property
     def name(self) -> str:
@@ -259,7 +259,7 @@ def _identity(data: Any) -> dict | None:
 def _record(run: Run, metric: str | None, root: Path) -> dict:
     s, metrics = run.summary, run.metrics
     record: dict[str, Any] = {
-        "task": run.task, "variant": run.variant, "strategy": run.strategy, "ratio": run.ratio, "seed": run.seed,
+        "task": run.task, "variant": run.variant, "arm": run.arm, "ratio": run.ratio, "seed": run.seed,
         "status": run.status, "failed": run.failed, "message": run.message,
         "path": run.path.relative_to(root).as_posix(),
         "metric": s["metric"] if isinstance(s.get("metric"), str) else metric,  # a corrupt one: the task's
@@ -368,11 +368,11 @@ class RunTree:
                                      "read as unfinished")
             ratio = float(ident.get("ratio") or 0.0)
             config = data if path.name == "config.json" else read_json(folder / "config.json")[0]
-            method = (summary or {}).get("strategy") if isinstance(summary, dict) else None
-            if method is None and isinstance(config, dict) and isinstance(config.get("strategy"), dict):
-                method = config["strategy"].get("name")
+            strategy = (summary or {}).get("strategy") if isinstance(summary, dict) else None
+            if strategy is None and isinstance(config, dict) and isinstance(config.get("strategy"), dict):
+                strategy = config["strategy"].get("name")
             run = Run(task, str(ident.get("variant")), str(ident.get("arm")), ratio, fmt_ratio(ratio),
-                      int(ident["seed"]), folder, number(ident.get("knob")), method,
+                      int(ident["seed"]), folder, number(ident.get("knob")), strategy,
                       str(ident["from_run"]) if ident.get("from_run") else None)
             _load(run, summary, why, self.problems)
             runs.append(run)
@@ -383,7 +383,7 @@ class RunTree:
         for task in sorted(metric):
             self._targets(task, [r for r in runs if r.task == task])
             self._over_trivial(task, [r for r in runs if r.task == task])
-        runs.sort(key=lambda r: (r.task, r.variant, r.strategy, r.ratio, r.seed))
+        runs.sort(key=lambda r: (r.task, r.variant, r.arm, r.ratio, r.seed))
         return runs
 
     def _index(self, ident: dict, data: Any, path: Path) -> None:
@@ -427,7 +427,7 @@ class RunTree:
         return envs
 
     def reads(self) -> set[str]:
-        """What was read since :meth:`reset_reads`: run names (``task/variant/strategy/ratio/seedN``, failed ones
+        """What was read since :meth:`reset_reads`: run names (``task/variant/arm/ratio/seedN``, failed ones
         too) and kinds of analysis (``task/analysis/kind``)."""
         return set(self._read_runs) | {f"{task}/analysis/{kind}" for task, kind in self._read_kinds}
 
@@ -478,7 +478,7 @@ class RunTree:
             source = by_label.get(run.from_run or "")
             v = run.record.get("value")
             v0 = source.record.get("value") if source is not None and not source.failed else None
-            ok = run.method == "posthoc" and not run.failed and v is not None and v0 is not None and v0 != 0
+            ok = run.strategy == "posthoc" and not run.failed and v is not None and v0 is not None and v0 != 0
             # a relative change of a model that scores almost nothing is noise over noise, as a retained share is
             ok = ok and retained_defined(str(run.record.get("metric") or ""), v0)
             run.record["value_change"] = (v - v0) / abs(v0) if ok else None
@@ -495,10 +495,10 @@ class RunTree:
             value = run.record.get("value")
             run.record["over_trivial"] = value - max(scores) if scores and value is not None else None
 
-    def select(self, task: str, variant: str | None = None, strategy: str | None = None,
+    def select(self, task: str, variant: str | None = None, arm: str | None = None,
                ratio: float | None = None, seed: int | None = None) -> list[Run]:
         """Runs of ``task`` matching the given exact values (None: any)."""
-        want = {"variant": variant, "strategy": strategy, "ratio": ratio, "seed": seed}
+        want = {"variant": variant, "arm": arm, "ratio": ratio, "seed": seed}
         want = {k: v for k, v in want.items() if v is not None}
         found = [r for r in self.runs if r.task == task and _matches(r, want)]
         self._read_runs.update(r.name for r in found)

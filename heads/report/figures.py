@@ -205,11 +205,11 @@ def pruned_vs_scratch_figure(tables: Tables, path: Path) -> Path:
     tasks = _by(rows, "task")
     plt, fig, axes = _panels(list(tasks), "Pruned vs trained from scratch (mean, 95 % CI)")
     for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
-        groups = sorted({f"{r['variant']}/{r['strategy']}" for r in trows})
+        groups = sorted({f"{r['variant']}/{r['arm']}" for r in trows})
         ratios = sorted({r["ratio"] for r in trows})
         colors, width = _colors(groups), 0.8 / max(1, len(groups))
         for g, group in enumerate(groups):
-            grows = [r for r in trows if f"{r['variant']}/{r['strategy']}" == group]
+            grows = [r for r in trows if f"{r['variant']}/{r['arm']}" == group]
             xs = [ratios.index(r["ratio"]) + (g - (len(groups) - 1) / 2) * width for r in grows]
             ax.bar(xs, [r["mean"] for r in grows], width=width, yerr=_err(grows), capsize=2, color=colors[group],
                    label=group)
@@ -257,7 +257,7 @@ def time_to_target_figure(tables: Tables, path: Path) -> Path:
     tasks = _by(rows, "task")
     plt, fig, axes = _panels(list(tasks), "Time to target loss (mean, 95 % CI; hatched: some runs never reached it)")
     for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
-        names = [f"{r['variant']}/{r['strategy']}/{r['ratio']:g}" for r in trows]
+        names = [f"{r['variant']}/{r['arm']}/{r['ratio']:g}" for r in trows]
         err = _err(trows, "ttt_ci_low", "ttt_ci_high", "time_to_target")
         bars = ax.bar(range(len(trows)), [r["time_to_target"] for r in trows], yerr=err, capsize=3)
         for bar, r in zip(bars, trows, strict=True):
@@ -381,7 +381,7 @@ NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
                     "max_similarity_mean", "value_change", "pruned_ratio")},
     "l0": {"l0": ("task", "lam", "heads", "mean", "ci_low", "ci_high", "metric", "baseline", "scratch_mean",
                   "scratch_ci_low", "scratch_ci_high")},
-    "pruned_vs_scratch": {"pruned_vs_scratch": ("task", "variant", "strategy", "ratio", "mean", "ci_low", "ci_high",
+    "pruned_vs_scratch": {"pruned_vs_scratch": ("task", "variant", "arm", "ratio", "mean", "ci_low", "ci_high",
                                                 "metric")},
     "quality_vs_time": {},
     "redundancy": {"redundancy": ("task", "attention_dropout", "threshold", "redundancy_ratio", "ci_low", "ci_high",
@@ -394,7 +394,7 @@ NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
     "roles": {"roles": ("task", "lam", "kept", "n_seeds", "confidence", "ci_low", "ci_high", "positional",
                         "positional_ci_low", "positional_ci_high")},
     "speed": {"speed": ("task", "ratio", "batch", "speedup")},
-    "time_to_target": {"runs": ("task", "variant", "strategy", "ratio", "time_to_target", "ttt_ci_low",
+    "time_to_target": {"runs": ("task", "variant", "arm", "ratio", "time_to_target", "ttt_ci_low",
                                 "ttt_ci_high", "reached")},
 }
 

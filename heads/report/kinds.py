@@ -98,5 +98,5 @@ KINDS: dict[str, Kind] = {
     "redundancy_genre": Kind("redundancy_genre", "redundancy", flatten.definitions),
 }
 # the run records' own selector (``from: run``, the default): not an analysis, so not a kind of rows above
-RUN_KEYS = frozenset({"variant", "strategy", "ratio", "field", "pick", "target", "pruned"})
+RUN_KEYS = frozenset({"variant", "arm", "ratio", "field", "pick", "target", "pruned"})
 SOURCES = ("run", *(name for name, kind in KINDS.items() if kind.measures))

@@ -94,7 +94,9 @@ def check_selector(sel: Mapping[str, Any], where: str) -> None:
     known = RUN_KEYS if kind is None else kind.keys
     unknown = sorted(set(sel) - known - {"from", "task"})
     if unknown:
-        raise SelectorError(f"{where}: keys {unknown} are unknown for from: {source}; known: {sorted(known)}")
+        renamed = " (a run's arm on the run sheet is named by arm:, as in runs.py)" if "strategy" in unknown else ""
+        raise SelectorError(f"{where}: keys {unknown} are unknown for from: {source}; known: {sorted(known)}"
+                            + renamed)
     for key in ("variant", "field") if kind is None else kind.required:
         if key not in sel:
             raise SelectorError(f"{where}: from: {source} needs {key!r}" + (
@@ -146,30 +148,30 @@ def _pick(groups: list[tuple], keys: Sequence[str], pick: Mapping[str, str],
 
 
 def _run(tree: RunTree, sel: Mapping[str, Any]) -> SeedValues:
-    task, variant, strategy = sel["task"], str(sel["variant"]), str(sel.get("strategy", "*"))
+    task, variant, arm = sel["task"], str(sel["variant"]), str(sel.get("arm", "*"))
     ratio = sel.get("ratio")
     fld = str(sel["field"])
-    label = f"{task}/{variant}/{strategy}/{'*' if ratio is None else ratio} {fld}"
+    label = f"{task}/{variant}/{arm}/{'*' if ratio is None else ratio} {fld}"
     series = SeedValues(label)
     runs = [r for r in tree.runs if r.task == task and fnmatch.fnmatchcase(r.variant, variant)
-            and fnmatch.fnmatchcase(r.strategy, strategy) and (ratio is None or same_ratio(r.ratio, ratio))]
+            and fnmatch.fnmatchcase(r.arm, arm) and (ratio is None or same_ratio(r.ratio, ratio))]
     if not runs:
-        series.missing.append(f"no runs under {task}/{variant}/{strategy}/{'*' if ratio is None else ratio}")
+        series.missing.append(f"no runs under {task}/{variant}/{arm}/{'*' if ratio is None else ratio}")
         return series
-    groups = sorted({(r.variant, r.strategy, r.ratio) for r in runs})
-    knobs = {(r.variant, r.strategy, r.ratio): r.knob for r in runs}
-    groups = _pick(groups, ["variant", "strategy", "ratio"], sel.get("pick") or {}, knobs.get)
+    groups = sorted({(r.variant, r.arm, r.ratio) for r in runs})
+    knobs = {(r.variant, r.arm, r.ratio): r.knob for r in runs}
+    groups = _pick(groups, ["variant", "arm", "ratio"], sel.get("pick") or {}, knobs.get)
     if len(groups) > 1:
-        names = ", ".join(next(r.group for r in runs if (r.variant, r.strategy, r.ratio) == g) for g in groups)
+        names = ", ".join(next(r.group for r in runs if (r.variant, r.arm, r.ratio) == g) for g in groups)
         series.missing.append(f"{task}: {len(groups)} run groups match ({names}); name one or add pick")
         return series
     (v, s, q), = groups
     tree.note_read(runs)  # the groups not picked were read too: which one is picked depends on them
-    chosen = [r for r in runs if (r.variant, r.strategy, r.ratio) == (v, s, q)]
+    chosen = [r for r in runs if (r.variant, r.arm, r.ratio) == (v, s, q)]
     if fld in FROM_SOURCE:  # a field computed against the run it was pruned from reads that run as well
         for run in chosen:
             tree.run(run.from_run or "")
-    if len({(r.variant, r.strategy, r.ratio) for r in runs}) > 1:
+    if len({(r.variant, r.arm, r.ratio) for r in runs}) > 1:
         series.notes.append(f"picked {chosen[0].group}")
     series.label = f"{task}/{chosen[0].group} {fld}"
     target = None
@@ -456,7 +458,7 @@ def _time_to_target(tree: RunTree, sel: Mapping[str, Any]) -> SeedValues:
     for seed, d in sorted(data.items()):
         ident = d.get("run") if isinstance(d.get("run"), dict) else {}
         pruned = tree.run(str(ident.get("from_run")))
-        base = next(iter(tree.select(task, variant="baseline", strategy="none", ratio=0.0, seed=seed)), None)
+        base = next(iter(tree.select(task, variant="baseline", arm="none", ratio=0.0, seed=seed)), None)
         step_ratio = number(as_dict(as_dict(d.get("models")).get("model")).get(ratio_key))
         if pruned is None or base is None or pruned.failed or base.failed or step_ratio is None:
             series.missing.append(f"{label}: seed {seed} lacks its pruned run, its baseline or its step ratio")

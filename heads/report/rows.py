@@ -28,7 +28,7 @@ def by_seed(tree: RunTree, kind: str, task: str, arm: str) -> dict[int, list[dic
 def rows(tree: RunTree, kind: str) -> list[dict]:
     """The tidy rows of one kind, in the tree's order: tasks, then arms, then seeds (sorted)."""
     if kind == "runs":
-        return [{**r.record, "knob": r.knob, "method": r.method, "from_run": r.from_run} for r in tree.runs]
+        return [{**r.record, "knob": r.knob, "strategy": r.strategy, "from_run": r.from_run} for r in tree.runs]
     analysis = KINDS[kind].analysis if kind in KINDS else kind
     return [r for task in tree.tasks for arm in tree.arm_names(task, analysis)
             for seeded in by_seed(tree, kind, task, arm).values() for r in seeded]

@@ -102,7 +102,7 @@ class Claim:
 
         def side(sel: Mapping) -> str:
             if sel.get("from", "run") == "run":
-                where = "/".join(str(sel.get(k, "*")) for k in ("variant", "strategy", "ratio"))
+                where = "/".join(str(sel.get(k, "*")) for k in ("variant", "arm", "ratio"))
                 return f"{where}:{sel['field']}"
             extra = sel.get("scorer") or sel.get("step") or sel.get("lam") or ""
             text = f"{sel['from']}{'/' + str(extra) if extra else ''}:{sel['measure']}"

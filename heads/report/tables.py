@@ -31,7 +31,7 @@ def _rows(rows, *required: str) -> list[dict]:
 def _groups(runs: Iterable[Run]) -> dict[tuple, list[Run]]:
     out: dict[tuple, list[Run]] = defaultdict(list)
     for run in runs:
-        out[(run.task, run.variant, run.strategy, run.ratio)].append(run)
+        out[(run.task, run.variant, run.arm, run.ratio)].append(run)
     return dict(sorted(out.items()))
 
 
@@ -126,7 +126,7 @@ def gqa_table(tree: RunTree) -> Table:
             trained = tree.select(task, **BASELINE) if arm == "base-mha" else tree.select(task, "gqa", arm, 0.0)
             sources = {t.path.relative_to(tree.root).as_posix() for t in trained}
             pruned = [r for r in tree.runs if r.task == task and r.from_run in sources and r.ratio == ratio
-                      and (r.variant == "posthoc_gqa" or (r.variant, r.strategy) == ("posthoc", "importance"))]
+                      and (r.variant == "posthoc_gqa" or (r.variant, r.arm) == ("posthoc", "importance"))]
 
             probes = by_seed(tree, "redundancy", task, arm)
 
