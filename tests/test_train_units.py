@@ -80,3 +80,25 @@ def test_time_and_steps_to_target():
     assert time_to_target(records, "val_loss", 4.0) == 4.0
     assert steps_to_target(records, "val_loss", 4.0) == 20
     assert steps_to_target(records, "val_loss", 1.0) is None
+
+
+def test_pad_right_pads_every_row_as_a_row_by_row_copy_would():
+    """The collate step's padding, built at once from all the ids, equals writing each row into a padded tensor:
+    ids row-major, the pad value after each row's end, the mask 1 exactly over each row's ids."""
+    import random
+
+    import torch
+
+    from heads.tasks.batching import pad
+
+    rng = random.Random(0)
+    for _ in range(200):
+        seqs = [[rng.randrange(9000) for _ in range(rng.randint(0, 70))] for _ in range(rng.randint(1, 40))]
+        seqs[0] = seqs[0] or [7]  # at least one id in the batch: a width of 0 is not a batch
+        value = rng.choice([0, -100])
+        ids, mask = pad(seqs, value)
+        width = max(map(len, seqs))
+        assert ids.dtype == mask.dtype == torch.long and ids.shape == mask.shape == (len(seqs), width)
+        for row, s in enumerate(seqs):
+            assert ids[row].tolist() == s + [value] * (width - len(s))
+            assert mask[row].tolist() == [1] * len(s) + [0] * (width - len(s))

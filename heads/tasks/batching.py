@@ -7,9 +7,11 @@ enough to resume exactly where a killed run stopped.
 from __future__ import annotations
 
 import collections
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from heads.io import InputError
@@ -129,11 +131,13 @@ def eval_batches(examples: Sequence[Any], batch_size: int, collate: Callable[[li
 
 
 def pad(seqs: list[list[int]], value: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad to the longest sequence: (ids, attention mask)."""
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), value, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for row, s in enumerate(seqs):
-        ids[row, : len(s)] = torch.tensor(s, dtype=torch.long)
-        mask[row, : len(s)] = 1
-    return ids, mask
+    """Right-pad to the longest sequence: (ids, attention mask).
+
+    Built in numpy from all the ids at once, not a tensor per row: collating is host work on the training
+    step's path, and on a GPU host work is what bounds a small model's step (results/bench/gpu_evidence.md)."""
+    lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+    width = int(lengths.max())
+    mask = np.arange(width) < lengths[:, None]
+    ids = np.full((len(seqs), width), value, dtype=np.int64)
+    ids[mask] = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int64, count=int(lengths.sum()))
+    return torch.from_numpy(ids), torch.from_numpy(mask.astype(np.int64))
