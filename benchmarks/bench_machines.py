@@ -40,8 +40,9 @@ CLOCK = re.compile(r"(second|time|ttt|_s$|per_s|speed|throughput|examples|tokens
 CLOCK_TABLES = {"speed.csv"}
 # the columns that say which row a row is (its arm, site, ratio, step), not what was measured there; every other
 # column, text included ("2/3" seeds significant, "*", true/false), is compared
-IDENTITY = {"task", "site", "label", "kind", "head", "scorer", "variant", "strategy", "comparison", "metric", "lam",
-            "kept", "ratio", "step", "batch", "attention_dropout"}
+# "arm" names a run's arm since the report stopped calling it "strategy" (kept for trees rendered before)
+IDENTITY = {"task", "site", "label", "kind", "head", "scorer", "variant", "arm", "strategy", "comparison", "metric",
+            "lam", "kept", "ratio", "step", "batch", "attention_dropout"}
 # what the tiny DAG renders under results/; other presets and benchmark outputs live in sub-folders of it
 OTHER_FOLDERS = {"runs", "smoke", "small", "paper", "perturbed", "bench", "surgery"}
 

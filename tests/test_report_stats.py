@@ -501,3 +501,19 @@ def test_a_bracketed_quantity_is_definite_only_where_both_ends_agree():
     assert both.p_value == pytest.approx(max(decide_less(low).p_value, decide_less(high).p_value))
     straddles = decide_at_resolution(low, estimate([1.02, 1.05, 0.98]), decide_less)
     assert straddles.verdict == INCONCLUSIVE and "ends disagree" in straddles.reason
+
+
+def test_the_early_window_is_the_one_the_run_says_else_its_first_event_else_a_tenth():
+    """What the report calls a run's early throughput covers the steps before its strategy first acted: the
+    run's own warmup_end; for a run from before it was recorded, the first event after step 0; with neither, the
+    first 10 % of its steps."""
+    from heads.report.collect import Run, _early_window
+
+    run = Run("lm", "during", "dropout0.25", 0.0, "0.0", 0, Path("."))
+    run.summary = {"steps": 400, "warmup_end": 100}
+    run.events = [{"step": 40, "event": "wave", "removed": 0}]
+    assert _early_window(run) == 100  # the run's word over the log
+    run.summary = {"steps": 400}
+    assert _early_window(run) == 40
+    run.summary, run.events = {"steps": 500, "warmup_end": None}, []  # never acted after its start
+    assert _early_window(run) == 50

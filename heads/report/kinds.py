@@ -17,7 +17,7 @@ from heads.report import estimators, flatten
 Estimator = Callable[[Any, Mapping[str, Any]], "float | estimators.Share | None"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Kind:
     """One kind of tidy rows, and (``measures`` not empty) a source claims may select from.
 
@@ -53,49 +53,57 @@ _REDUNDANCY = ("redundancy_ratio", "max_similarity")
 
 KINDS: dict[str, Kind] = {
     "ablation": Kind(
-        "ablation", "ablate", flatten.heads,
-        ("significant_share", "significant_count", "mean_delta_loss", "detectable"),
-        _keys("measure", "site_kind", "alpha", "test"), value=estimators.ablation,
+        analysis="ablation", command="ablate", flatten=flatten.heads,
+        measures=("significant_share", "significant_count", "mean_delta_loss", "detectable"),
+        keys=_keys("measure", "site_kind", "alpha", "test"), value=estimators.ablation,
         label="{task} ablation {measure}{sites}"),
     "all_but_one": Kind(
-        "ablation", "ablate", flatten.all_but_one, ("harmless_share", "mean_delta", "max_delta"),
-        _keys("measure", "site_kind", "budget", "relative"), value=estimators.all_but_one,
+        analysis="ablation", command="ablate", flatten=flatten.all_but_one,
+        measures=("harmless_share", "mean_delta", "max_delta"),
+        keys=_keys("measure", "site_kind", "budget", "relative"), value=estimators.all_but_one,
         label="{task} all-but-one {measure}{sites}"),
     "curve": Kind(
-        "curve", "curve", flatten.curve, _CURVE_MEASURES, _keys("scorer", *_CURVE_KEYS), ("scorer",),
-        estimators.curve_value, "{task} curve {arm} {measure} {where}", "scorer", reads_json=True),
+        analysis="curve", command="curve", flatten=flatten.curve, measures=_CURVE_MEASURES,
+        keys=_keys("scorer", *_CURVE_KEYS), required=("scorer",), value=estimators.curve_value,
+        label="{task} curve {arm} {measure} {where}", arm="scorer", reads_json=True),
     "curve_at": Kind(
-        "curve_at", "curve", flatten.curve, _CURVE_MEASURES, _keys("step", *_CURVE_KEYS),
-        value=estimators.curve_value, label="{task} curve_at {arm} {measure} {where}", arm="step", reads_json=True),
+        analysis="curve_at", command="curve", flatten=flatten.curve, measures=_CURVE_MEASURES,
+        keys=_keys("step", *_CURVE_KEYS), value=estimators.curve_value,
+        label="{task} curve_at {arm} {measure} {where}", arm="step", reads_json=True),
     # timings pair passes across repeats or jobs: measures.speed reads them, not a per-seed estimator
-    "speed": Kind("speed", "speed", flatten.timed, ("speedup", "cpu_speedup", "examples_per_s"),
-                  _keys("measure", "ratio", "batch")),
+    "speed": Kind(
+        analysis="speed", command="speed", flatten=flatten.timed, measures=("speedup", "cpu_speedup", "examples_per_s"),
+        keys=_keys("measure", "ratio", "batch")),
     "roles": Kind(
-        "roles", "roles", flatten.roles, ("kept_minus_pruned", "kept_mean", "pruned_mean"),
-        _keys("lam", "pick", "measure", "field", "site_kind"), value=estimators.roles,
+        analysis="roles", command="roles", flatten=flatten.roles,
+        measures=("kept_minus_pruned", "kept_mean", "pruned_mean"),
+        keys=_keys("lam", "pick", "measure", "field", "site_kind"), value=estimators.roles,
         label="{task} roles {arm} {field} {measure}", arm="lam"),
     "memory": Kind(
-        "memory", "memory", flatten.models({"reference": "baseline", "model": None}),
-        ("batch_ratio", "peak_ratio", "optimizer_ratio", "largest_batch"), _keys("arm", "measure"), ("arm",),
-        estimators.model_row, "{task} memory {arm} {measure}", "arm"),
+        analysis="memory", command="memory", flatten=flatten.models({"reference": "baseline", "model": None}),
+        measures=("batch_ratio", "peak_ratio", "optimizer_ratio", "largest_batch"), keys=_keys("arm", "measure"),
+        required=("arm",), value=estimators.model_row, label="{task} memory {arm} {measure}", arm="arm"),
     # the time-to-target ratios weigh the clock's step times by the runs' step counts (measures.time_to_target)
     "clock": Kind(
-        "clock", "clock", flatten.models({"reference": "baseline", "model": None, "dropout": "baseline + dropout"}),
-        ("step_ratio", "cpu_step_ratio", "throughput_ratio", "cpu_throughput_ratio", "time_to_target_ratio",
-         "cpu_time_to_target_ratio"), _keys("arm", "model", "measure", "target"), ("arm",),
-        estimators.model_row, "{task} clock {arm} {model} {measure}", "arm"),
+        analysis="clock", command="clock",
+        flatten=flatten.models({"reference": "baseline", "model": None, "dropout": "baseline + dropout"}),
+        measures=("step_ratio", "cpu_step_ratio", "throughput_ratio", "cpu_throughput_ratio", "time_to_target_ratio",
+                  "cpu_time_to_target_ratio"),
+        keys=_keys("arm", "model", "measure", "target"), required=("arm",), value=estimators.model_row,
+        label="{task} clock {arm} {model} {measure}", arm="arm"),
     "shift": Kind(
-        "shift", "shift", flatten.shifted, ("change", "gap", "worst"), _keys("arm", "dataset", "measure"),
-        ("arm",), estimators.shift, "{task} shift {arm} {dataset} {measure}", "arm"),
+        analysis="shift", command="shift", flatten=flatten.shifted, measures=("change", "gap", "worst"),
+        keys=_keys("arm", "dataset", "measure"), required=("arm",), value=estimators.shift,
+        label="{task} shift {arm} {dataset} {measure}", arm="arm"),
     "redundancy": Kind(
-        "redundancy", "redundancy", flatten.definitions, _REDUNDANCY,
-        _keys("arm", "pick", "measure", "pooling", "space"), value=estimators.definition,
+        analysis="redundancy", command="redundancy", flatten=flatten.definitions, measures=_REDUNDANCY,
+        keys=_keys("arm", "pick", "measure", "pooling", "space"), value=estimators.definition,
         label="{task} redundancy {arm} {pooling}/{space} {measure}", arm="arm", default="base-mha"),
     "redundancy_at": Kind(
-        "redundancy_at", "redundancy", flatten.definitions, _REDUNDANCY,
-        _keys("step", "measure", "pooling", "space"), value=estimators.definition,
+        analysis="redundancy_at", command="redundancy", flatten=flatten.definitions, measures=_REDUNDANCY,
+        keys=_keys("step", "measure", "pooling", "space"), value=estimators.definition,
         label="{task} redundancy at {arm} {pooling} {measure}", arm="step"),
-    "redundancy_genre": Kind("redundancy_genre", "redundancy", flatten.definitions),
+    "redundancy_genre": Kind(analysis="redundancy_genre", command="redundancy", flatten=flatten.definitions),
 }
 # the run records' own selector (``from: run``, the default): not an analysis, so not a kind of rows above
 RUN_KEYS = frozenset({"variant", "arm", "ratio", "field", "pick", "target", "pruned"})

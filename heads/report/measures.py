@@ -107,8 +107,16 @@ def check_selector(sel: Mapping[str, Any], where: str) -> None:
         raise SelectorError(f"{where}: a gap needs the shifted dataset it is measured on")
     if "pruned" in sel and not isinstance(sel["pruned"], bool):
         raise SelectorError(f"{where}: pruned must be true or false, got {sel['pruned']!r}")
-    if isinstance(sel.get("pick"), Mapping) and set(sel["pick"].values()) - {"min", "max"}:
-        raise SelectorError(f"{where}: pick values must be 'min' or 'max'")
+    if isinstance(sel.get("pick"), Mapping):
+        if set(sel["pick"].values()) - {"min", "max"}:
+            raise SelectorError(f"{where}: pick values must be 'min' or 'max'")
+        # what a pick may order by: the keys naming this source's groups (an unknown one would be skipped, and
+        # the claim left inconclusive for "several match" with no word on why)
+        orderable = {"variant", "arm", "ratio"} if kind is None else {kind.arm} - {None, "step"}
+        stray = sorted(set(sel["pick"]) - orderable)
+        if stray:
+            raise SelectorError(f"{where}: pick orders by {sorted(orderable)}, not {stray}" + (
+                " (a run's arm on the run sheet is named by arm:, as in runs.py)" if "strategy" in stray else ""))
 
 
 def measure(tree: RunTree, sel: Mapping[str, Any]) -> SeedValues:
