@@ -619,10 +619,18 @@ def test_whole_ledger_merges_the_replications_own_and_says_which_have_not_run(tr
     # a damaged claims.json is one line naming it, not a traceback
     broken = tmp_path / "broken"
     shutil.copytree(tmp_path / names[0], broken)
-    (broken / "claims.json").write_text(json.dumps({"results": [{"claim": left[0].id, "verdict": "supported"}]}))
-    with pytest.raises(SystemExit, match=r"broken/claims.json: not a ledger written by heads \(KeyError"):
-        _cli(["claims", "--ledgers", str(broken / "claims.csv"), "--replications", str(REPLICATIONS),
-              "--out", str(part)])
+    good = json.loads((broken / "claims.json").read_text())
+    assert good["format"] == 1 and "NaN" not in (broken / "claims.json").read_text()  # strict JSON
+    damaged = {"format": 1, "results": [{"claim": left[0].id, "verdict": "supported"}]}
+    later = {**good, "format": 2}
+    # the CSV beside replaced since the render: the two files disagree, and the merge says so
+    swapped = {**good, "results": [{**good["results"][0], "verdict": "failed"}, *good["results"][1:]]}
+    for doc, message in ((damaged, r"not a ledger written by heads \(KeyError"), (later, "format 2, not 1"),
+                         (swapped, "differ from claims.csv beside it")):
+        (broken / "claims.json").write_text(json.dumps(doc))
+        with pytest.raises(SystemExit, match=f"broken/claims.json: .*{message}"):
+            _cli(["claims", "--ledgers", str(broken / "claims.csv"), "--replications", str(REPLICATIONS),
+                  "--out", str(part)])
 
     with pytest.raises(SystemExit, match="is in both"):
         _cli(["claims", "--ledgers", ledgers[0], ledgers[0], "--replications", str(REPLICATIONS), "--out", str(part)])

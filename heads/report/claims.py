@@ -8,13 +8,16 @@ ledger.
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from heads.io import write_json, write_text
+from heads.io import write_text
 from heads.report.baselines import baselines_table
 from heads.report.collect import RunTree
 from heads.report.fmt import Table, fmt
@@ -399,13 +402,21 @@ def ledger_table(results: Sequence[ClaimResult]) -> Table:
 LEDGER_JSON = "claims.json"
 
 
+LEDGER_FORMAT = 1  # claims.json's layout; a reader refuses another
+
+
+def _finite(value: Any) -> Any:
+    """A value for strict JSON: a non-finite float as null (the report never means anything by NaN)."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
 def ledger_records(results: Sequence[ClaimResult]) -> dict:
     """``claims.json``: each result's fields as they are (its claim by id), for :mod:`heads.report.ledger`."""
-    return {"results": [
+    return {"format": LEDGER_FORMAT, "results": [
         {"claim": r.claim.id, "replication": r.claim.replication, "verdict": r.verdict,
-         "estimate": asdict(r.estimate), "effect_size": r.effect_size,
-         "per_seed": {str(seed): v for seed, v in sorted(r.per_seed.items())}, "note": r.note,
-         "p_value": r.p_value, "p_adjusted": r.p_adjusted, "precondition": r.precondition,
+         "estimate": {k: _finite(v) for k, v in asdict(r.estimate).items()}, "effect_size": _finite(r.effect_size),
+         "per_seed": {str(seed): _finite(v) for seed, v in sorted(r.per_seed.items())}, "note": r.note,
+         "p_value": _finite(r.p_value), "p_adjusted": _finite(r.p_adjusted), "precondition": r.precondition,
          "robustness": r.robustness, "method_used": r.method_used} for r in results]}
 
 
@@ -492,7 +503,8 @@ def write_ledger(results: Sequence[ClaimResult], out: str | Path, environments: 
     out = Path(out)
     written = [write_text(out / page, ledger_markdown(results, title=title, environments=environments)),
                write_text(out / "claims.csv", ledger_table(results).to_csv()),
-               write_json(out / LEDGER_JSON, ledger_records(results))]
+               write_text(out / LEDGER_JSON, json.dumps(ledger_records(results), indent=2, sort_keys=True,
+                                                        allow_nan=False) + "\n")]
     if baselines is None and tree is not None:
         baselines = baselines_table(tree, (p for r in results for p in r.claim.requires))
     if baselines is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,14 @@ from heads.env import describe_mix
 from heads.io import write_json
 from heads.report.baselines import COLUMNS as BASELINE_COLUMNS
 from heads.report.baselines import baselines_caption
-from heads.report.claims import CSV_COLUMNS, EXTRA_COLUMNS, LEDGER_JSON, ClaimResult, declared_not_tested
+from heads.report.claims import (
+    CSV_COLUMNS,
+    EXTRA_COLUMNS,
+    LEDGER_FORMAT,
+    LEDGER_JSON,
+    ClaimResult,
+    declared_not_tested,
+)
 from heads.report.fmt import Table
 from heads.report.robustness import robustness
 from heads.report.spec import Claim
@@ -82,19 +90,38 @@ def _from_records(path: Path, claims: Mapping[str, Claim]) -> list[ClaimResult]:
     """A replication's ``claims.json`` (:func:`heads.report.claims.ledger_records`) as results."""
     try:
         doc = json.loads(path.read_text())
-        items = doc["results"]
-        out = []
-        for item in items:
-            out.append(ClaimResult(
-                _claim(path, item["claim"], claims), item["verdict"], Estimate(**item["estimate"]), item["effect_size"],
-                {int(seed): v for seed, v in item["per_seed"].items()}, item["note"], item["p_value"],
-                item["precondition"], item["robustness"], method_used=item["method_used"],
-                p_adjusted=item["p_adjusted"]))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        if doc.get("format") != LEDGER_FORMAT:
+            raise LedgerError(f"{path}: format {doc.get('format')!r}, not {LEDGER_FORMAT}: written by another "
+                              "version of heads; re-render it")
+        known = {f.name for f in fields(Estimate)}
+        out = [ClaimResult(
+            claim=_claim(path, item["claim"], claims), verdict=item["verdict"],
+            estimate=Estimate(**{k: v for k, v in item["estimate"].items() if k in known}),
+            effect_size=item["effect_size"], per_seed={int(seed): v for seed, v in item["per_seed"].items()},
+            note=item["note"], p_value=item["p_value"], precondition=item["precondition"],
+            robustness=item["robustness"], method_used=item["method_used"], p_adjusted=item["p_adjusted"])
+            for item in doc["results"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         if isinstance(exc, LedgerError):
             raise
         raise LedgerError(f"{path}: not a ledger written by heads ({exc.__class__.__name__}: {exc})") from None
+    _agrees_with_csv(path, out)
     return out
+
+
+def _agrees_with_csv(path: Path, results: Sequence[ClaimResult]) -> None:
+    """The claims and verdicts of ``claims.json`` are those of the ``claims.csv`` beside it: both are written by
+    one render, so a difference means one was replaced since (by hand, or by another version): re-render."""
+    beside = path.with_name("claims.csv")
+    if not beside.is_file():
+        return
+    with beside.open(newline="") as f:
+        listed = [(row.get("claim"), row.get("verdict")) for row in csv.DictReader(f)]
+    mine = [(r.claim.id, r.verdict) for r in results]
+    if listed != mine:
+        first = next((a, b) for a, b in zip([*listed, None], [*mine, None], strict=False) if a != b)
+        raise LedgerError(f"{path}: its claims and verdicts differ from {beside.name} beside it (first: "
+                          f"{first[0]} there, {first[1]} here): one was replaced since the render; re-render it")
 
 
 def read_ledger(path: str | Path, claims: Mapping[str, Claim]) -> list[ClaimResult]:
