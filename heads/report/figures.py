@@ -5,12 +5,13 @@ a figure without data still renders, saying so, so a workflow can declare every 
 from __future__ import annotations
 
 import io
-from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from heads.io import write_bytes
 from heads.report.collect import RunTree
+from heads.report.table_spec import group_by
 from heads.report.tables import Tables
 
 PANEL = (5.0, 3.8)  # inches per panel
@@ -39,19 +40,24 @@ def _colors(names) -> dict[str, str]:
     return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(sorted(set(names), key=str))}
 
 
-def _panels(keys: list, title: str, rows: int = 1):
+def _panels(groups: dict, title: str, rows: int = 1) -> tuple[Any, list[tuple]]:
+    """A figure of one column of ``rows`` panels per group, and its columns as ``(*axes, key, group)``; without
+    groups one panel says so, so a workflow can still declare the file."""
     plt = _plt()
-    n = max(1, len(keys))
+    n = max(1, len(groups))
     fig, axes = plt.subplots(rows, n, figsize=(PANEL[0] * n, PANEL[1] * rows), squeeze=False)
     fig.suptitle(title)
-    if not keys:
-        ax = axes[0][0]
-        ax.text(0.5, 0.5, "no data in the run tree", ha="center", va="center", transform=ax.transAxes)
-        ax.set_axis_off()
-    return plt, fig, axes
+    if not groups:
+        axes[0][0].text(0.5, 0.5, "no data in the run tree", ha="center", va="center", transform=axes[0][0].transAxes)
+        for ax in axes[:, 0]:
+            ax.set_axis_off()
+    return fig, [(*axes[:, i], key, group) for i, (key, group) in enumerate(groups.items())]
 
 
-def _save(plt, fig, path: Path) -> Path:
+def _save(fig, path: Path) -> Path:
+    """``fig`` as PNG bytes that depend on nothing but what it draws, written atomically; the figure closed."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
@@ -60,10 +66,8 @@ def _save(plt, fig, path: Path) -> Path:
 
 
 def _by(rows: list[dict], key: str) -> dict:
-    out: dict = defaultdict(list)
-    for r in rows:
-        out[r[key]].append(r)
-    return dict(sorted(out.items(), key=lambda kv: str(kv[0])))
+    """``rows`` in groups by their ``key`` field, the groups in order of the key as text."""
+    return dict(sorted(group_by(rows, lambda r: r[key]).items(), key=lambda kv: str(kv[0])))
 
 
 def _yerr(means: list, lows: list, highs: list) -> list[list[float]]:
@@ -77,32 +81,43 @@ def _err(rows: list[dict], lo: str = "ci_low", hi: str = "ci_high", m: str = "me
     return _yerr([r[m] for r in rows], [r[lo] for r in rows], [r[hi] for r in rows])
 
 
+def _nan(values: Iterable[float | None]) -> list[float]:
+    """Missing values as NaN, which matplotlib leaves undrawn."""
+    return [v if v is not None else float("nan") for v in values]
+
+
+def _beside(x: Iterable[int], k: int) -> list[float]:
+    """Where the ``k``-th (0 or 1) of two bars 0.4 wide stands beside the other at each of ``x``."""
+    return [i + (k - 0.5) * 0.4 for i in x]
+
+
+# The two similarity definitions a redundancy probe reports, with their legend labels.
+POOLINGS = (("token", "per token"), ("mean", "sequence mean (the report's)"))
+
+
 # -- michel2019 ----------------------------------------------------------------------------------------
 def curves_figure(tables: Tables, path: Path) -> Path:
     rows = [r for r in tables.records("curve") if r["mean"] is not None]
-    tasks = _by(rows, "task")
-    plt, fig, axes = _panels(list(tasks), "Iterative pruning curves (mean, 95 % CI band over seeds)")
+    fig, panels = _panels(_by(rows, "task"), "Iterative pruning curves (mean, 95 % CI band over seeds)")
     colors = _colors(r["scorer"] for r in rows)
-    for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
+    for ax, task, trows in panels:
         for scorer, srows in _by(trows, "scorer").items():
             x = [100 * r["ratio"] for r in srows]
             ax.plot(x, [r["mean"] for r in srows], marker="o", ms=3, color=colors[scorer], label=scorer)
             low = [r["mean"] if r["ci_low"] is None else r["ci_low"] for r in srows]  # one seed: no band
             high = [r["mean"] if r["ci_high"] is None else r["ci_high"] for r in srows]
-            ax.fill_between(x, low, high, color=colors[scorer],
-                            alpha=0.2, linewidth=0)
+            ax.fill_between(x, low, high, color=colors[scorer], alpha=0.2, linewidth=0)
         ax.set(title=task, xlabel="% heads pruned", ylabel=trows[0]["metric"])
         ax.legend()
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
 def ablation_figure(tables: Tables, path: Path) -> Path:
     import numpy as np
 
-    rows = tables.records("ablation")
-    tasks = _by(rows, "task")
-    plt, fig, axes = _panels(list(tasks), "Single-head ablation: Δ loss (* significant in most seeds)")
-    for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
+    fig, panels = _panels(_by(tables.records("ablation"), "task"),
+                          "Single-head ablation: Δ loss (* significant in most seeds)")
+    for ax, task, trows in panels:
         sites = list(dict.fromkeys(r["site"] for r in trows))
         heads = sorted({r["head"] for r in trows})
         grid = np.full((len(sites), len(heads)), np.nan)
@@ -118,17 +133,16 @@ def ablation_figure(tables: Tables, path: Path) -> Path:
         ax.set_xticks(range(len(heads)), [str(h) for h in heads])
         ax.set(title=task, xlabel="head")
         fig.colorbar(im, ax=ax, label="Δ loss")
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
 def curve_at_figure(tables: Tables, path: Path) -> Path:
     rows = [r for r in tables.records("curve_at") if r["retained"] is not None]
     final = [r for r in tables.records("curve") if r["scorer"] == "importance" and r["retained"] is not None]
-    tasks = _by(rows, "task")
-    plt, fig, axes = _panels(list(tasks), "Importance pruning from snapshots over training")
-    for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
+    fig, panels = _panels(_by(rows, "task"), "Importance pruning from snapshots over training")
+    cmap = _plt().get_cmap("viridis")
+    for ax, task, trows in panels:
         steps = _by(trows, "step")
-        cmap = plt.get_cmap("viridis")
         for k, (step, srows) in enumerate(sorted(steps.items(), key=lambda kv: int(kv[0]))):
             ax.plot([100 * r["ratio"] for r in srows], [r["retained"] for r in srows], marker="o", ms=3,
                     color=cmap(k / max(1, len(steps) - 1)), label=f"step {step}")
@@ -137,14 +151,13 @@ def curve_at_figure(tables: Tables, path: Path) -> Path:
             ax.plot([100 * r["ratio"] for r in frows], [r["retained"] for r in frows], "k--", label="final")
         ax.set(title=task, xlabel="% heads pruned", ylabel="metric retained (1 = unpruned)")
         ax.legend()
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
 def speed_figure(tables: Tables, path: Path) -> Path:
     rows = [r for r in tables.records("speed") if r["speedup"] is not None and r["ratio"] > 0]
-    tasks = _by(rows, "task")
-    plt, fig, axes = _panels(list(tasks), "Inference speed-up of pruned models by batch size")
-    for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
+    fig, panels = _panels(_by(rows, "task"), "Inference speed-up of pruned models by batch size")
+    for ax, task, trows in panels:
         for ratio, rrows in _by(trows, "ratio").items():
             rrows.sort(key=lambda r: r["batch"])
             ax.plot([r["batch"] for r in rrows], [r["speedup"] for r in rrows], marker="o",
@@ -153,15 +166,14 @@ def speed_figure(tables: Tables, path: Path) -> Path:
         ax.set_xscale("log", base=2)
         ax.set(title=task, xlabel="batch size", ylabel="examples/s vs unpruned")
         ax.legend()
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
 # -- voita2019 -----------------------------------------------------------------------------------------
 def l0_figure(tables: Tables, path: Path) -> Path:
     rows = [r for r in tables.records("l0") if r["mean"] is not None]
-    tasks = _by(rows, "task")
-    plt, fig, axes = _panels(list(tasks), "L0 gates: heads kept vs metric (95 % CI)")
-    for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
+    fig, panels = _panels(_by(rows, "task"), "L0 gates: heads kept vs metric (95 % CI)")
+    for ax, task, trows in panels:
         # rows come ordered by penalty (l0_table sorts by the run sheet's knob)
         x = [r["heads"] for r in trows]
         ax.errorbar(x, [r["mean"] for r in trows], yerr=_err(trows), marker="o", capsize=3, label="L0-pruned")
@@ -176,15 +188,15 @@ def l0_figure(tables: Tables, path: Path) -> Path:
             ax.axhline(trows[0]["baseline"], color="grey", ls="--", label="baseline")
         ax.set(title=task, xlabel="heads kept", ylabel=trows[0]["metric"])
         ax.legend()
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
 def roles_figure(tables: Tables, path: Path) -> Path:
     rows = [r for r in tables.records("roles") if r["n_seeds"]]
     keys = sorted({(r["task"], r["lam"]) for r in rows})
-    plt, fig, axes = _panels(keys, "Kept vs pruned heads: confidence and positional share (95 % CI)")
-    for ax, key in zip(axes[0], keys, strict=False):
-        krows = [r for r in rows if (r["task"], r["lam"]) == key]
+    groups = {key: [r for r in rows if (r["task"], r["lam"]) == key] for key in keys}
+    fig, panels = _panels(groups, "Kept vs pruned heads: confidence and positional share (95 % CI)")
+    for ax, key, krows in panels:
         for k, kept in enumerate((True, False)):
             r = next((r for r in krows if r["kept"] == kept), None)
             if r is None or r["confidence"] is None:
@@ -196,15 +208,14 @@ def roles_figure(tables: Tables, path: Path) -> Path:
         ax.set_xticks([0.175, 1.175], ["confidence", "positional"])
         ax.set(title=f"{key[0]} {key[1]}", ylim=(0, 1))
         ax.legend()
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
 # -- overprovisioning ----------------------------------------------------------------------------------
 def pruned_vs_scratch_figure(tables: Tables, path: Path) -> Path:
     rows = [r for r in tables.records("pruned_vs_scratch") if r["mean"] is not None]
-    tasks = _by(rows, "task")
-    plt, fig, axes = _panels(list(tasks), "Pruned vs trained from scratch (mean, 95 % CI)")
-    for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
+    fig, panels = _panels(_by(rows, "task"), "Pruned vs trained from scratch (mean, 95 % CI)")
+    for ax, task, trows in panels:
         groups = sorted({f"{r['variant']}/{r['arm']}" for r in trows})
         ratios = sorted({r["ratio"] for r in trows})
         colors, width = _colors(groups), 0.8 / max(1, len(groups))
@@ -216,7 +227,7 @@ def pruned_vs_scratch_figure(tables: Tables, path: Path) -> Path:
         ax.set_xticks(range(len(ratios)), [f"{100 * q:g} %" for q in ratios])
         ax.set(title=task, xlabel="heads removed", ylabel=trows[0]["metric"])
         ax.legend(fontsize=6)
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
 # -- training_time -------------------------------------------------------------------------------------
@@ -230,9 +241,9 @@ def quality_vs_time_figure(tables: Tables, path: Path) -> Path:
     tree = tables.tree
     tasks = _training_tasks(tree)
     runs = [r for r in tree.runs if r.variant in ("baseline", "during") and r.metrics and r.task in tasks]
-    plt, fig, axes = _panels(tasks, "Validation loss vs training seconds (one line per seed)")
-    for ax, task in zip(axes[0], tasks, strict=False):
-        truns = [r for r in runs if r.task == task]
+    groups = {task: [r for r in runs if r.task == task] for task in tasks}
+    fig, panels = _panels(groups, "Validation loss vs training seconds (one line per seed)")
+    for ax, task, truns in panels:
         colors = _colors(r.group for r in truns)
         labelled = set()
         for run in truns:
@@ -248,15 +259,14 @@ def quality_vs_time_figure(tables: Tables, path: Path) -> Path:
             ax.axhline(target, color="grey", lw=0.8, ls=":", label="target")
         ax.set(title=task, xlabel="training seconds", ylabel="validation loss")
         ax.legend(fontsize=6)
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
 def time_to_target_figure(tables: Tables, path: Path) -> Path:
     keep = _training_tasks(tables.tree)
     rows = [r for r in tables.records("runs") if r["time_to_target"] is not None and r["task"] in keep]
-    tasks = _by(rows, "task")
-    plt, fig, axes = _panels(list(tasks), "Time to target loss (mean, 95 % CI; hatched: some runs never reached it)")
-    for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
+    fig, panels = _panels(_by(rows, "task"), "Time to target loss (mean, 95 % CI; hatched: some runs never reached it)")
+    for ax, task, trows in panels:
         names = [f"{r['variant']}/{r['arm']}/{r['ratio']:g}" for r in trows]
         err = _err(trows, "ttt_ci_low", "ttt_ci_high", "time_to_target")
         bars = ax.bar(range(len(trows)), [r["time_to_target"] for r in trows], yerr=err, capsize=3)
@@ -266,14 +276,13 @@ def time_to_target_figure(tables: Tables, path: Path) -> Path:
                 bar.set_hatch("//")
         ax.set_xticks(range(len(trows)), names, rotation=30, ha="right")
         ax.set(title=task, ylabel="training seconds")
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
 def redundancy_figure(tables: Tables, path: Path) -> Path:
     rows = [r for r in tables.records("redundancy") if r["redundancy_ratio"] is not None]
-    tasks = _by(rows, "task")
-    plt, fig, axes = _panels(list(tasks), "Redundancy ratio after warm-up by attention dropout (95 % CI)")
-    for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
+    fig, panels = _panels(_by(rows, "task"), "Redundancy ratio after warm-up by attention dropout (95 % CI)")
+    for ax, task, trows in panels:
         err = _err(trows, m="redundancy_ratio")
         x = range(len(trows))
         ax.bar(x, [r["redundancy_ratio"] for r in trows], yerr=err, capsize=3, label="share of redundant heads")
@@ -285,87 +294,76 @@ def redundancy_figure(tables: Tables, path: Path) -> Path:
         ax.set_xticks(x, [f"{r['attention_dropout']:g}" for r in trows])
         ax.set(title=task, xlabel="attention dropout in warm-up", ylabel="share / cosine", ylim=(0, 1))
         ax.legend(loc="best")
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
 def gqa_figure(tables: Tables, path: Path) -> Path:
     """A3: per model, the share of redundant units under both definitions, and what pruning cost it."""
-    rows = tables.records("gqa")
-    tasks = _by(rows, "task")
-    plt, fig, axes = _panels(list(tasks), "Grouped-query attention and size: redundancy and pruning cost", rows=2)
-    if not tasks:
-        axes[1][0].set_axis_off()
-    for i, (task, trows) in enumerate(tasks.items()):
+    fig, panels = _panels(_by(tables.records("gqa"), "task"),
+                          "Grouped-query attention and size: redundancy and pruning cost", rows=2)
+    for left, right, task, trows in panels:
         x = range(len(trows))
         names = [r["model"] for r in trows]
-        left, right = axes[0][i], axes[1][i]
         for k, (key, label) in enumerate((("redundancy_token", "per token"), ("redundancy_mean", "sequence mean"))):
-            left.bar([i + (k - 0.5) * 0.4 for i in x], [r[key] or 0.0 for r in trows], width=0.4,
-                     color=PALETTE[k], label=label)
-        left.plot(list(x), [r["max_similarity_mean"] if r["max_similarity_mean"] is not None else float("nan")
-                            for r in trows], "o", color=PALETTE[3], label="most alike pair (sequence mean)")
+            left.bar(_beside(x, k), [r[key] or 0.0 for r in trows], width=0.4, color=PALETTE[k], label=label)
+        left.plot(list(x), _nan(r["max_similarity_mean"] for r in trows), "o", color=PALETTE[3],
+                  label="most alike pair (sequence mean)")
         _thresholds(left, trows)
         left.set_xticks(list(x), names, rotation=30, ha="right")
         left.set(title=f"{task}: redundant units", ylabel="share / cosine", ylim=(0, 1))
         left.legend(loc="best", fontsize=7)
-        cost = [r["value_change"] if r["value_change"] is not None else float("nan") for r in trows]
+        cost = _nan(r["value_change"] for r in trows)
         right.bar(list(x), cost, yerr=_err(trows, m="value_change"), capsize=3, color=PALETTE[2])
         right.set_xticks(list(x), names, rotation=30, ha="right")
         ratio = next((r["pruned_ratio"] for r in trows if r["pruned_ratio"] is not None), None)
         right.set(title=f"{task}: cost of pruning {ratio:g} post hoc" if ratio is not None else task,
                   ylabel="relative change of the metric (95 % CI)")
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
 def redundancy_over_training_figure(tables: Tables, path: Path) -> Path:
     """The most alike pair of the baseline's heads, and the share redundant, as it trains, per definition."""
-    rows = tables.records("redundancy_over_training")
-    tasks = _by(rows, "task")
-    plt, fig, axes = _panels(list(tasks), "Redundancy of the baseline over training")
-    for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
+    fig, panels = _panels(_by(tables.records("redundancy_over_training"), "task"),
+                          "Redundancy of the baseline over training")
+    for ax, task, trows in panels:
         x = list(range(len(trows)))
-        for k, (pooling, label) in enumerate((("token", "per token"), ("mean", "sequence mean (the report's)"))):
-            sim = [r[f"max_similarity_{pooling}"] for r in trows]
-            ax.plot(x, [v if v is not None else float("nan") for v in sim], "o-", color=PALETTE[k],
+        for k, (pooling, label) in enumerate(POOLINGS):
+            ax.plot(x, _nan(r[f"max_similarity_{pooling}"] for r in trows), "o-", color=PALETTE[k],
                     label=f"most alike pair, {label}")
-            share = [r[f"redundancy_{pooling}"] for r in trows]
-            ax.plot(x, [v if v is not None else float("nan") for v in share], "s--", color=PALETTE[k], alpha=0.6,
+            ax.plot(x, _nan(r[f"redundancy_{pooling}"] for r in trows), "s--", color=PALETTE[k], alpha=0.6,
                     label=f"share redundant, {label}")
-        ax.errorbar(x, [r["max_similarity_mean"] if r["max_similarity_mean"] is not None else float("nan")
-                        for r in trows], yerr=_err(trows, m="max_similarity_mean"), fmt="none", color=PALETTE[1],
-                    capsize=3)
+        ax.errorbar(x, _nan(r["max_similarity_mean"] for r in trows), yerr=_err(trows, m="max_similarity_mean"),
+                    fmt="none", color=PALETTE[1], capsize=3)
         _thresholds(ax, trows, ":")
         ax.set_xticks(x, [str(r["step"]) for r in trows])
         ax.set(title=task, xlabel="training step (snapshot)", ylabel="cosine / share", ylim=(0, 1))
         ax.legend(loc="best", fontsize=7)
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
 def redundancy_genre_figure(tables: Tables, path: Path) -> Path:
     """The baseline's share of redundant heads per genre, on the genres pooled and stratified, per definition,
     with the most alike pair of each against the threshold."""
-    rows = tables.records("redundancy_genre")
-    tasks = _by(rows, "task")
-    plt, fig, axes = _panels(list(tasks), "Redundancy by genre: each genre, pooled and stratified")
-    for ax, (task, trows) in zip(axes[0], tasks.items(), strict=False):
+    fig, panels = _panels(_by(tables.records("redundancy_genre"), "task"),
+                          "Redundancy by genre: each genre, pooled and stratified")
+    for ax, task, trows in panels:
         views = list(dict.fromkeys(r["genre"] for r in trows))
         x = list(range(len(views)))
-        for k, (pooling, label) in enumerate((("token", "per token"), ("mean", "sequence mean (the report's)"))):
+        for k, (pooling, label) in enumerate(POOLINGS):
             at = {r["genre"]: r for r in trows if r["pooling"] == pooling}
             found = [at.get(v) for v in views]
             share = [r["redundancy_ratio"] if r and r["redundancy_ratio"] is not None else 0.0 for r in found]
             err = _yerr([r and r["redundancy_ratio"] for r in found], [r and r["ci_low"] for r in found],
                         [r and r["ci_high"] for r in found])
-            ax.bar([i + (k - 0.5) * 0.4 for i in x], share, width=0.4, yerr=err, capsize=3, color=PALETTE[k],
+            ax.bar(_beside(x, k), share, width=0.4, yerr=err, capsize=3, color=PALETTE[k],
                    label=f"share redundant, {label}")
-            sim = [r["max_similarity"] if r and r["max_similarity"] is not None else float("nan") for r in found]
-            ax.plot([i + (k - 0.5) * 0.4 for i in x], sim, "o", color=PALETTE[k + 2],
+            ax.plot(_beside(x, k), _nan(r and r["max_similarity"] for r in found), "o", color=PALETTE[k + 2],
                     label=f"most alike pair, {label}")
         _thresholds(ax, trows)
         ax.set_xticks(x, views, rotation=30, ha="right")
         ax.set(title=task, ylabel="share / cosine", ylim=(0, 1))
         ax.legend(loc="best", fontsize=7)
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
 # Every figure by name; a replication lists the ones it renders in replications/<name>/report.yaml.

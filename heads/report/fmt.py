@@ -63,10 +63,8 @@ class Table:
         if not self.rows:
             lines.append("_No data: the runs or analyses this table needs are not in the run tree._")
             return "\n".join(lines) + "\n"
-        lines.append("| " + " | ".join(self.columns) + " |")
-        lines.append("| " + " | ".join("---" for _ in self.columns) + " |")
-        for row in self.cells("–"):
-            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
+        cells = [[c.replace("|", "\\|") for c in row] for row in self.cells("–")]  # a | in a cell would split it
+        lines += ["| " + " | ".join(row) + " |" for row in (self.columns, ["---"] * len(self.columns), *cells)]
         return "\n".join(lines) + "\n"
 
     def write(self, folder: Path, stem: str) -> list[Path]:

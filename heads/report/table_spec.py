@@ -35,7 +35,7 @@ from __future__ import annotations
 import fnmatch
 import statistics
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +63,14 @@ def ci(values: Sequence[Any], metric: str | None = None) -> list[float | None]:
         floor, ceiling = RANGE[metric]
         low, high = max(low, floor), min(high, ceiling)
     return [est.mean, low, high]
+
+
+def group_by(items: Iterable[Any], key: Callable[[Any], Hashable]) -> dict[Any, list]:
+    """``items`` in groups by ``key``, the groups in order of first appearance."""
+    out: dict[Any, list] = {}
+    for item in items:
+        out.setdefault(key(item), []).append(item)
+    return out
 
 
 def _numbers(group: list[dict], name: str) -> list[float]:
@@ -120,8 +128,7 @@ AGGREGATES: dict[str, Callable[..., Any]] = {
     "share": lambda g, name, *_: sum(bool(r.get(name)) for r in g) / len(g) if g else None,
     "majority": lambda g, name, *_: "*" if 2 * sum(bool(r.get(name)) for r in g) > len(g) else "",
     "ci": lambda g, name, metric=None, *_: ci(_numbers(g, name), g[0].get(metric, metric) if g and metric else metric),
-    "vs_baseline": lambda g, name, everything: _vs_baseline(g, name, everything),
-    "over_baseline": lambda g, name, everything: _over_baseline(g, name, everything),
+    "vs_baseline": _vs_baseline, "over_baseline": _over_baseline,
 }
 BASELINED = ("vs_baseline", "over_baseline")  # aggregates that also read the task's baseline runs
 
@@ -266,15 +273,11 @@ class TableSpec:
             tasks = {r["task"] for r in kept if _match(r, self.skip_task_unless)}
             kept = [r for r in kept if r["task"] in tasks]
         if self.per_seed:  # first each seed's value in each group, then the columns over seeds
-            seeded: dict[tuple, list[dict]] = {}
-            for r in kept:
-                seeded.setdefault((*(r.get(k) for k in self.by), r["seed"]), []).append(r)
+            seeded = group_by(kept, lambda r: (*(r.get(k) for k in self.by), r["seed"]))
             names = [n for c in self.per_seed for n in c.names]
             kept = [{**dict(zip((*self.by, "seed"), key, strict=True)), **dict(zip(names, [
                 v for c in self.per_seed for v in c.values(g, everything)], strict=True))} for key, g in seeded.items()]
-        groups: dict[tuple, list[dict]] = {}
-        for r in kept:
-            groups.setdefault(tuple(r.get(k) for k in self.by), []).append(r)
+        groups = group_by(kept, lambda r: tuple(r.get(k) for k in self.by))
         columns = [n for c in self.columns for n in c.names]
         table_rows = [([v for c in self.columns for v in c.values(g, everything)], g[0]) for g in groups.values()]
         if self.sort:  # by the table's own column of that name, else by the group's first row

@@ -5,14 +5,14 @@ seed across groups, paired timing repeats, models joined with their redundancy p
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 
 from heads.metrics import higher_is_better
 from heads.report.collect import BASELINE, Run, RunTree, as_dict, mean
 from heads.report.fmt import Table, records
 from heads.report.measures import speed_of_seed, speed_row, speed_samples
 from heads.report.rows import by_seed
-from heads.report.table_spec import TableSpec, ci
+from heads.report.table_spec import TableSpec, ci, group_by
 
 CI = ["mean", "ci_low", "ci_high"]
 
@@ -28,15 +28,13 @@ def _rows(rows, *required: str) -> list[dict]:
         if isinstance(rows, list) else []
 
 
-def _groups(runs: Iterable[Run]) -> dict[tuple, list[Run]]:
-    out: dict[tuple, list[Run]] = defaultdict(list)
-    for run in runs:
-        out[(run.task, run.variant, run.arm, run.ratio)].append(run)
-    return dict(sorted(out.items()))
-
-
 def _ok(runs: list[Run], fld: str) -> list[float | None]:
     return [r.record.get(fld) for r in runs if not r.failed]
+
+
+def _value_probes(per_seed: Mapping[int, list[dict]], pooling: str) -> list[dict]:
+    """The seeds' redundancy probes of the heads' value outputs pooled by ``pooling`` (``token`` or ``mean``)."""
+    return [r for rows in per_seed.values() for r in rows if r.get("space") == "value" and r.get("pooling") == pooling]
 
 
 # -- michel2019 ----------------------------------------------------------------------------------------
@@ -74,9 +72,10 @@ def speed_table(tree: RunTree) -> Table:
 
 # -- overprovisioning ----------------------------------------------------------------------------------
 def _op_groups(tree: RunTree, task: str) -> dict[tuple, list[Run]]:
+    """The task's baseline runs and its pruned and scratch ones above ratio 0, by (task, variant, arm, ratio)."""
     runs = [r for r in tree.select(task) if (r.variant in ("posthoc", "posthoc_ft", "scratch") and r.ratio > 0)
             or (r.variant == "baseline")]
-    return _groups(runs)
+    return dict(sorted(group_by(runs, lambda r: (r.task, r.variant, r.arm, r.ratio)).items()))
 
 
 def paired(a: list[Run], b: list[Run], fld: str, op: Callable[[float, float], float]) -> list[float]:
@@ -131,9 +130,7 @@ def gqa_table(tree: RunTree) -> Table:
             probes = by_seed(tree, "redundancy", task, arm)
 
             def red(pooling: str, key: str = "redundancy_ratio", probes: dict = probes) -> float | None:
-                vals = [row.get(key) for rows in probes.values() for row in rows
-                        if row.get("pooling") == pooling and row.get("space") == "value"]
-                return mean(vals)
+                return mean(r.get(key) for r in _value_probes(probes, pooling))
 
             knob = tree.knob(task, "redundancy", arm)
             rows.append([task, arm, int(knob) if knob is not None else None, len(probes),
@@ -157,10 +154,9 @@ def redundancy_genre_table(tree: RunTree) -> Table:
     for task in tree.tasks:
         for arm in tree.arm_names(task, "redundancy_genre"):
             per_seed = by_seed(tree, "redundancy_genre", task, arm)
-            found = [r for seed_rows in per_seed.values() for r in seed_rows if r.get("space") == "value"]
             for pooling in ("token", "mean"):
                 views: dict[str, list[dict]] = defaultdict(list)
-                probes = [r for r in found if r.get("pooling") == pooling]
+                probes = _value_probes(per_seed, pooling)
                 # a genre's row is a probe's sub-dict without the threshold: every view shares the probes'
                 threshold = mean(r.get("threshold") for r in probes)
                 for r in probes:
