@@ -43,8 +43,9 @@ def _umask() -> int:
     return mask
 
 
-def write_json(path: str | Path, data: Any) -> Path:
-    return write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+def write_json(path: str | Path, data: Any, *, allow_nan: bool = True) -> Path:
+    """Indented, keys sorted, atomically; ``allow_nan=False``: strict JSON (a NaN is an error, not ``NaN``)."""
+    return write_text(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=allow_nan) + "\n")
 
 
 def sha256_file(path: str | Path) -> str:

@@ -8,7 +8,6 @@ ledger.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -17,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from heads.io import write_text
+from heads.io import write_json, write_text
 from heads.report.baselines import baselines_table
 from heads.report.collect import RunTree
 from heads.report.fmt import Table, fmt
@@ -503,8 +502,7 @@ def write_ledger(results: Sequence[ClaimResult], out: str | Path, environments: 
     out = Path(out)
     written = [write_text(out / page, ledger_markdown(results, title=title, environments=environments)),
                write_text(out / "claims.csv", ledger_table(results).to_csv()),
-               write_text(out / LEDGER_JSON, json.dumps(ledger_records(results), indent=2, sort_keys=True,
-                                                        allow_nan=False) + "\n")]
+               write_json(out / LEDGER_JSON, ledger_records(results), allow_nan=False)]
     if baselines is None and tree is not None:
         baselines = baselines_table(tree, (p for r in results for p in r.claim.requires))
     if baselines is not None:

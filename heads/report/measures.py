@@ -30,6 +30,10 @@ TTT_FIELDS = {"time_to_target", "steps_to_target", "cpu_time_to_target"}
 FROM_SOURCE = {"value_change"}  # run fields computed against the run a model was pruned from (RunTree)
 
 
+# said where a claim still names a run's arm by its old key
+RENAMED = " (a run's arm on the run sheet is named by arm:, as in runs.py)"
+
+
 class SelectorError(ValueError):
     """A selector names an unknown source, measure or key (a mistake in claims.yaml, not in the data)."""
 
@@ -94,7 +98,7 @@ def check_selector(sel: Mapping[str, Any], where: str) -> None:
     known = RUN_KEYS if kind is None else kind.keys
     unknown = sorted(set(sel) - known - {"from", "task"})
     if unknown:
-        renamed = " (a run's arm on the run sheet is named by arm:, as in runs.py)" if "strategy" in unknown else ""
+        renamed = RENAMED if "strategy" in unknown else ""
         raise SelectorError(f"{where}: keys {unknown} are unknown for from: {source}; known: {sorted(known)}"
                             + renamed)
     for key in ("variant", "field") if kind is None else kind.required:
@@ -116,7 +120,7 @@ def check_selector(sel: Mapping[str, Any], where: str) -> None:
         stray = sorted(set(sel["pick"]) - orderable)
         if stray:
             raise SelectorError(f"{where}: pick orders by {sorted(orderable)}, not {stray}" + (
-                " (a run's arm on the run sheet is named by arm:, as in runs.py)" if "strategy" in stray else ""))
+                RENAMED if "strategy" in stray else ""))
 
 
 def measure(tree: RunTree, sel: Mapping[str, Any]) -> SeedValues:
