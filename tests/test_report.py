@@ -945,6 +945,27 @@ def test_speed_claims_replicate_over_the_seeds_speed_jobs_not_one_jobs_repeats(t
     assert row[9] == pytest.approx(wall.estimate.ci_low) and row[10] == pytest.approx(wall.estimate.ci_high)
 
 
+def test_one_speed_job_gives_the_table_and_the_claim_the_same_paired_repeats(tmp_path):
+    # one job alone: both read its timed repeats paired by round, so the table's speed-up is the claim's effect
+    # (it once showed the median pass's ratio beside an interval of the paired ratios' mean)
+    from heads.report.tables import speed_table
+
+    runs = tmp_path / "runs"
+    rows = _speed_rows()
+    for r in rows:  # rounds whose gains differ, so the median pass's ratio is not the paired ratios' mean
+        if r["ratio"] == 0.5 and r["batch"] == 32:
+            r["times"] = [32 * 4 / (1000.0 * g) for g in (1.0, 1.1, 1.5, 1.2, 1.3)]
+    _write(runs / "cls" / "analysis" / "speed.json", {"rows": rows})
+    stamp(runs)
+    tree = RunTree(runs)
+    claim = evaluate(_claim(kind="value", task="cls", a={"from": "speed", "measure": "speedup", "ratio": 0.5,
+                                                         "batch": 32}, null_value=1.0), tree)
+    assert claim.estimate.n == 5 and "n counts timed repeats" in claim.note
+    row = next(r for r in speed_table(tree).rows if r[1] == 0.5 and r[2] == 32)
+    assert row[4] == 5 and row[8] == pytest.approx(claim.estimate.mean)
+    assert (row[9], row[10]) == pytest.approx((claim.estimate.ci_low, claim.estimate.ci_high))
+
+
 def test_claims_on_an_evaluation_metric_count_the_examples_sampling(tmp_path):
     """Runs that kept example-level values (examples.json) give a two-level interval: equal per-seed differences
     are no longer 'no spread' but the test set's sampling, the resamples are the same for both arms (paired) and
@@ -1196,7 +1217,7 @@ def test_a_replication_reads_only_the_runs_on_its_own_sheet(tmp_path):
 
 def test_speed_timings_with_a_nan_are_read_without_it():
     """A speed row whose examples count is NaN falls back to its examples/s; a NaN time is skipped."""
-    from heads.report.measures import speed_samples
+    from heads.report.speed import samples as speed_samples
 
     rows = [{"ratio": 0.5, "batch": 1, "times": [0.5, float("nan"), 0.25], "examples": 10},
             {"ratio": 0.5, "batch": 2, "times": [0.5], "examples": float("nan"), "examples_per_s": 7.0}]

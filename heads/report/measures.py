@@ -20,6 +20,7 @@ import numpy as np
 from heads.events import Prune
 from heads.events import read as read_events
 from heads.paired import paired_ttests
+from heads.report import speed
 from heads.report.collect import Run, RunTree, as_dict, number, reach_fields, same_ratio
 from heads.report.estimators import Share, site_kinds
 from heads.report.kinds import KINDS, RUN_KEYS, SOURCES, Kind
@@ -368,71 +369,15 @@ def _attach_ablation_examples(series: SeedValues, seed: int, kept: Mapping[str, 
 
 
 # -- speed ---------------------------------------------------------------------------------------------
-def speed_samples(rows: Sequence[Mapping], ratio: float, batch: Any = None) -> list[float]:
-    """Examples per second of every timed pass at ``ratio`` (and ``batch``), in file order: from each row's
-    ``times`` (one entry per repeat, ``examples`` per pass) when present, else the row's ``examples_per_s``."""
-    out: list[float] = []
-    for row in rows:
-        r = number(row.get("ratio"))
-        if r is None or not same_ratio(r, ratio) or (batch is not None and row.get("batch") != batch):
-            continue
-        times, examples = row.get("times"), number(row.get("examples"))
-        if isinstance(times, list) and times and examples is not None:
-            out += [examples / t for t in map(number, times) if t is not None and t > 0]
-        elif (rate := number(row.get("examples_per_s"))) is not None:
-            out.append(rate)
-    return out
-
-
-def speed_row(rows: Sequence[Mapping], ratio: float, batch: Any = None) -> Mapping | None:
-    """The row of one speed job at ``ratio`` (and ``batch``), else None."""
-    return next((x for x in rows if isinstance(x.get("ratio"), (int, float)) and same_ratio(x["ratio"], ratio)
-                 and (batch is None or x.get("batch") == batch)), None)
-
-
-def speed_of_seed(rows: Sequence[Mapping], how: str, ratio: float, batch: Any = None) -> float | None:
-    """One seed's speed job summarised: its median examples/s at ``ratio`` (``examples_per_s``), or that over the
-    unpruned model's (``speedup``; ``cpu_speedup``: of median CPU seconds), at ``batch``."""
-    mine, base = speed_row(rows, ratio, batch), speed_row(rows, 0.0, batch)
-    if mine is None:
-        return None
-    if how == "examples_per_s":
-        return number(mine.get("examples_per_s"))
-    if how == "cpu_speedup":
-        return number(mine.get("cpu_speedup"))
-    eps, ref = number(mine.get("examples_per_s")), number(base.get("examples_per_s")) if base else None
-    return eps / ref if eps is not None and ref else None
-
-
 def _speed(tree: RunTree, sel: Mapping[str, Any]) -> SeedValues:
     task, how = sel["task"], sel["measure"]
     ratio, batch = float(sel.get("ratio", 0.5)), sel.get("batch")
     label = f"{task} speed {how} ratio {ratio:g}" + (f" batch {batch}" if batch is not None else "")
-    series = SeedValues(label)
     per_seed = by_seed(tree, "speed", task, "none")
     if not per_seed:
-        series.missing.append(f"{task}: no analysis/speed/seed*.json")
-        return series
-    if len(per_seed) > 1 or how == "cpu_speedup":
-        # whole-job replicates: each seed's model timed in its own job, summarised by its median pass
-        series = _per_seed(per_seed, label, f"{task}: no analysis/speed/seed*.json",
-                           lambda rows: speed_of_seed(rows, how, ratio, batch))
-        series.notes.append("n counts speed jobs, one per seed's model, each the median of interleaved repeats")
-        return series
-    rows = next(iter(per_seed.values()))
-    pruned, full = speed_samples(rows, ratio, batch), speed_samples(rows, 0.0, batch)
-    if not pruned or (how == "speedup" and not full):
-        series.missing.append(f"{label}: no timings for ratio {ratio:g}" + ("" if full else " or 0.0"))
-        return series
-    series.notes.append("n counts timed repeats of one model, not seeds")
-    if how == "examples_per_s":
-        series.values = dict(enumerate(pruned))
-    elif len(pruned) == len(full):  # the k-th passes of both ran in the same repeat round
-        series.values = {i: p / f for i, (p, f) in enumerate(zip(pruned, full, strict=True)) if f > 0}
-    else:
-        series.values = {0: (sum(pruned) / len(pruned)) / (sum(full) / len(full))}
-        series.notes.append("timings do not pair up: ratio of means")
-    return series
+        return SeedValues(label, missing=[f"{task}: no analysis/speed/seed*.json"])
+    found = speed.replicates(per_seed, how, ratio, batch)
+    return SeedValues(label, found.values, missing=[f"{label}: {m}" for m in found.missing], notes=found.notes)
 
 
 # -- the interleaved training-step clock --------------------------------------------------------------------

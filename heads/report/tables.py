@@ -8,9 +8,9 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 
 from heads.metrics import higher_is_better
+from heads.report import speed
 from heads.report.collect import BASELINE, Run, RunTree, as_dict, mean
 from heads.report.fmt import Table, records
-from heads.report.measures import speed_of_seed, speed_row, speed_samples
 from heads.report.rows import by_seed
 from heads.report.table_spec import TableSpec, ci, group_by
 
@@ -47,27 +47,19 @@ def speed_table(tree: RunTree) -> Table:
         cells = sorted({(float(r["ratio"]), int(r["batch"])) for rs in per_seed.values() for r in rs},
                        key=lambda c: (c[1], c[0]))
         for ratio, batch in cells:
-            found = [(rs, r) for rs in per_seed.values() if (r := speed_row(rs, ratio, batch)) is not None]
-            if len(per_seed) > 1:  # replicates are the seeds' speed jobs
-                speedups = [speed_of_seed(rs, "speedup", ratio, batch) for rs, _ in found]
-                low, high = ci(speedups)[1:]
-                speedup = mean(speedups)
-            else:  # one job: its paired timed repeats
-                rs, r = found[0]
-                mine, base = speed_samples([r], ratio, batch), speed_samples(rs, 0.0, batch)
-                paired = [m / b for m, b in zip(mine, base, strict=True)] if len(mine) == len(base) and base else []
-                low, high = ci(paired)[1:] if paired else (None, None)
-                speedup = speed_of_seed(rs, "speedup", ratio, batch)
-            repeats = mean(len(speed_samples([r], ratio, batch)) for _, r in found)
-            rows.append([task, ratio, batch, len(found), repeats, mean(r.get("heads") for _, r in found),
-                         mean(r.get("params") for _, r in found), mean(r.get("examples_per_s") for _, r in found),
-                         speedup, low, high, mean(r.get("cpu_speedup") for _, r in found)])
+            found = [r for rs in per_seed.values() if (r := speed.row_at(rs, ratio, batch)) is not None]
+            # the claims' replicates (heads.report.speed): the seeds' jobs, or one job's paired repeats
+            speedup, low, high = ci(speed.replicates(per_seed, "speedup", ratio, batch).values.values())
+            rows.append([task, ratio, batch, len(found), mean(len(speed.samples([r], ratio, batch)) for r in found),
+                         *(mean(r.get(k) for r in found) for k in ("heads", "params", "examples_per_s")),
+                         speedup, low, high, mean(r.get("cpu_speedup") for r in found)])
     rows.sort(key=lambda r: (r[0], r[2], r[1]))
     return Table("Inference speed", cols, rows, caption=(
         "Examples per second of the pruned model by batch size (median pass of each seed's speed job, mean over "
-        "seeds); `speedup` against the unpruned model at the same batch, 95 % CI over the seeds' jobs (over one "
-        "job's paired timed repeats when there is one) (Michel: about +17 % at batch 16-64, ~2 % at batch 1-4, at "
-        "50 % pruned); `cpu_speedup`: of median CPU seconds."))
+        "seeds); `speedup` against the unpruned model at the same batch, the mean and 95 % CI over the seeds' "
+        "jobs (over one job's timed repeats, each paired with the unpruned model's of the same round, when there "
+        "is one) (Michel: about +17 % at batch 16-64, ~2 % at batch 1-4, at 50 % pruned); `cpu_speedup`: of "
+        "median CPU seconds."))
 
 
 # -- overprovisioning ----------------------------------------------------------------------------------
