@@ -1065,6 +1065,16 @@ def test_a_non_finite_analysis_value_leaves_its_seed_unmeasured_instead_of_crash
     assert sorted(result.per_seed) == [0, 1]
 
 
+def test_a_non_finite_curve_level_is_left_out_of_the_curve():
+    """A curve level whose metric is NaN or Infinity is read as missing (collect.number), not drawn or summed."""
+    from heads.report.curves import curve_series
+
+    points = [{"ratio": 0.0, "loss": 2.0}, {"ratio": 0.25, "loss": float("nan")}, {"ratio": 0.5, "loss": 2.5},
+              {"ratio": float("inf"), "loss": 3.0}, {"ratio": 0.75, "loss": float("inf")}]
+    curve = curve_series({"metric": "loss", "points": points})
+    assert curve is not None and curve.ratios == [0.0, 0.5] and curve.retained == pytest.approx([1.0, 0.8])
+
+
 def test_clock_claims_weigh_exact_steps_by_interleaved_step_times(tree_root, tmp_path):
     """D1 and D4 on the interleaved clock: step counts from the runs, step times from one job (heads clock)."""
     runs = tmp_path / "runs"

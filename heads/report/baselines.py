@@ -10,7 +10,6 @@ pair tasks). ``heads claims`` writes it beside the ledger (``OUT/baselines.csv``
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 from heads.report.collect import BASELINE, RunTree, as_dict, number
@@ -39,7 +38,7 @@ def baselines_table(tree: RunTree, yardsticks: Iterable[Precondition] = ()) -> T
         if runs:
             for fld, name in ((metric, "value"), (CONVERGENCE, CONVERGENCE)):
                 values = [number(r.record.get(name)) for r in ok]
-                values = [v for v in values if v is not None and math.isfinite(v)]
+                values = [v for v in values if v is not None]
                 if values or failed:
                     rows.append([task, "baseline", fld, *ci(values, fld), len(values), runs[0].group, failed])
             rows += [_yardstick_row(tree, p) for p in yardsticks if p.a.get("task") == task]
@@ -47,7 +46,7 @@ def baselines_table(tree: RunTree, yardsticks: Iterable[Precondition] = ()) -> T
         for data in tree.analyses(task, "trivial").values():
             for name, result in sorted(as_dict(as_dict(data).get("baselines")).items()):
                 value = number(result.get(metric)) if isinstance(result, dict) else None
-                if value is not None and math.isfinite(value):
+                if value is not None:
                     trivial.setdefault(name, []).append(value)
         for name, values in trivial.items():
             rows.append([task, "trivial", metric, *ci(values, metric), len(values), name, 0])

@@ -82,8 +82,8 @@ def read_jsonl_tolerant(path: Path, problems: list[str] | None = None) -> list[d
 
 
 def number(value: Any) -> float | None:
-    """A finite number as float, else None (JSON written by Python may carry NaN or Infinity: a value, never a
-    crash of the ledger)."""
+    """A finite number as float, else None: the report reads every number of a file through this, its one
+    check of finiteness (JSON written by Python may carry NaN or Infinity: a value, never a crash)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(float(value)) else None

@@ -3,13 +3,12 @@ off it (the value at a share, the mean retained up to a share, the share removab
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from heads.metrics import retained_defined
-from heads.report.collect import field_higher_is_better
+from heads.report.collect import field_higher_is_better, number
 
 
 @dataclass(frozen=True)
@@ -28,8 +27,8 @@ def curve_series(data: Mapping[str, Any], fld: str | None = None) -> Curve | Non
     1 = nothing lost and smaller = worse (None at every level where level 0 scores too near zero:
     :func:`heads.metrics.retained_defined`). None when there is no level 0 or no usable value."""
     fld = fld or data.get("metric") or "loss"
-    points = [p for p in data.get("points", []) if isinstance(p, dict) and isinstance(p.get("ratio"), (int, float))
-              and isinstance(p.get(fld), (int, float)) and math.isfinite(p[fld])]
+    points = [p for p in data.get("points", []) if isinstance(p, dict) and number(p.get("ratio")) is not None
+              and number(p.get(fld)) is not None]
     points.sort(key=lambda p: p["ratio"])
     if not points or points[0]["ratio"] != 0 or points[0][fld] == 0:
         return None

@@ -252,10 +252,7 @@ def _run_field(run: Run, fld: str, target: float | None) -> tuple[float | None, 
         reach = reach_fields(run, target)
         low = number(reach.get(f"{fld}_from")) if reach["reached"] else None
         return reach[f"{fld}_or_total"], reach["reached"], low
-    value = run.record.get(fld)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None, None, None
-    return float(value), None, None
+    return number(run.record.get(fld)), None, None
 
 
 # -- analyses: one seed's tidy rows (heads.report.rows) to one value ------------------------------------------

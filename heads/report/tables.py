@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 
 from heads.metrics import higher_is_better
 from heads.report import speed
-from heads.report.collect import BASELINE, Run, RunTree, as_dict, mean
+from heads.report.collect import BASELINE, Run, RunTree, as_dict, mean, number
 from heads.report.fmt import Table, records
 from heads.report.rows import by_seed
 from heads.report.table_spec import TableSpec, ci, group_by
@@ -158,8 +158,7 @@ def redundancy_genre_table(tree: RunTree) -> Table:
                             views[genre].append(d)
                 order = sorted(v for v in views if v not in ("pooled", "stratified")) + ["pooled", "stratified"]
                 for view in (v for v in order if v in views):
-                    ratio = [r.get("redundancy_ratio") for r in views[view]]
-                    ratio = [v for v in ratio if isinstance(v, (int, float))]
+                    ratio = [v for r in views[view] if (v := number(r.get("redundancy_ratio"))) is not None]
                     rows.append([task, pooling, view, len(ratio), *ci(ratio, "share"),
                                  mean(r.get("max_similarity") for r in views[view]), threshold])
     return Table("Redundancy by genre: each genre, pooled and stratified", cols, rows, caption=(
