@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,20 +25,18 @@ from heads.events import read as read_events
 from heads.examples import FILE as EXAMPLES_FILE
 from heads.examples import ExampleValues, path_beside
 from heads.metrics import TASK_METRIC, retained_defined
-from heads.metrics import higher_is_better as metric_higher_is_better
 from heads.report.sites import site_kind
-from heads.report.targets import DEFAULT_TOL, first_reaching, target_loss
 from heads.sheet import fmt_ratio
+from heads.train.metrics import first_reaching
 
-# Derived measures of the report where larger is better (the metrics' own directions: heads.metrics).
-DERIVED_HIGHER = {"value_retained", "retained"}
 BASELINE = {"variant": "baseline", "arm": "none", "ratio": 0.0}
+DEFAULT_TOL = 0.01  # time- and steps-to-target: 1 % above the baseline's median final validation loss
 
-def field_higher_is_better(field_name: str, metric: str | None = None) -> bool:
-    """Whether larger is better for a field of the report's rows (``value`` follows the task metric; a metric's
-    own direction is :func:`heads.metrics.higher_is_better`)."""
-    name = metric if field_name == "value" and metric else field_name.rsplit(".", 1)[-1]
-    return name in DERIVED_HIGHER or metric_higher_is_better(name)
+
+def target_loss(final_losses: Iterable[float | None], tol: float = DEFAULT_TOL) -> float | None:
+    """``median(final val_loss over seeds) * (1 + tol)``; None when no seed has a final loss."""
+    values = [float(v) for v in final_losses if v is not None]
+    return statistics.median(values) * (1 + tol) if values else None
 
 
 def read_json(path: Path) -> tuple[Any, str | None]:
@@ -304,13 +303,11 @@ def _record(run: Run, metric: str | None, root: Path) -> dict:
 class RunTree:
     """All runs and analyses under one ``OUT/runs`` folder."""
 
-    def __init__(self, root: str | Path, target_tol: float = DEFAULT_TOL, tasks: Iterable[str] | None = None,
-                 labels: Iterable[str] | None = None):
+    def __init__(self, root: str | Path, tasks: Iterable[str] | None = None, labels: Iterable[str] | None = None):
         """``tasks``: read only these tasks' runs and analyses; ``labels``: only these run-sheet entries. A
         replication renders from its own entries, so another replication's runs, finished or not when it
         renders, never leak into its tables or its ledger."""
         self.root = Path(root)
-        self.target_tol = target_tol
         self.only = None if tasks is None else frozenset(tasks)
         self.labels = None if labels is None else frozenset(labels)
         self.problems: list[str] = []
@@ -451,12 +448,12 @@ class RunTree:
         """The target loss of ``task``: median final val_loss of the (ok) baseline seeds times ``1 + tol``."""
         sel = {**BASELINE, **(selector or {})}
         finals = [r.record.get("final_val_loss") for r in self.select(task, **sel) if not r.failed]
-        return target_loss(finals, self.target_tol if tol is None else tol)
+        return target_loss(finals, DEFAULT_TOL if tol is None else tol)
 
     def _targets(self, task: str, runs: list[Run]) -> None:
         """Per task: time/steps-to-target against the baseline, and heads removed against its full count."""
         base = [r for r in runs if not r.failed and _matches(r, BASELINE)]
-        target = target_loss([r.record.get("final_val_loss") for r in base], self.target_tol)
+        target = target_loss([r.record.get("final_val_loss") for r in base])
         full = next((r.record["heads"] for r in base if r.record.get("heads")), None)
         full_layout = next((r.summary["head_layout"] for r in base if isinstance(r.summary.get("head_layout"), dict)),
                            None)
@@ -569,7 +566,7 @@ def reach_fields(run: Run, target: float | None) -> dict:
     ``*_or_total`` fallbacks (the run's total time or steps when it never reached the target)."""
     # the first record at the target, found once: its wall-clock and CPU seconds (runs since train_cpu_seconds
     # was logged; the clock other jobs move less) and its step
-    hit = first_reaching(run.metrics, target) if run.metrics and target is not None else None
+    hit = first_reaching(run.metrics, "val_loss", target) if run.metrics and target is not None else None
     seconds, step = (hit.get("train_seconds"), hit.get("step")) if hit else (None, None)
     # the evaluation before the hit (none: the start): the target was crossed between the two, so a count is
     # known only to that bracket (the evaluation interval's resolution)

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from heads.metrics import retained_defined
-from heads.report.collect import field_higher_is_better, number
+from heads.metrics import higher_is_better, retained_defined
+from heads.report.collect import number
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,8 @@ def curve_series(data: Mapping[str, Any], fld: str | None = None) -> Curve | Non
     if not points or points[0]["ratio"] != 0 or points[0][fld] == 0:
         return None
     values = [float(p[fld]) for p in points]
-    higher = field_higher_is_better(fld)
+    name = fld.rsplit(".", 1)[-1]  # eval.bleu -> bleu; retained shares are the report's own, larger is better
+    higher = name in ("value_retained", "retained") or higher_is_better(name)
     if not higher and any(v <= 0 for v in values):
         return None
     retained: list[float | None] = [v / values[0] if higher else values[0] / v for v in values]

@@ -40,7 +40,6 @@ ENVIRONMENTS = "environments.json"
 OLDER_RULES = ("judged by the rules before multiplicity and scale gates (its replication's ledger has no "
                "p_adjusted column: re-render it from its runs)")
 OPTIONAL = ("p_adjusted",)
-BASELINES = "baselines.csv"
 
 
 class LedgerError(ValueError):

@@ -17,17 +17,6 @@ from heads.report.table_spec import TableSpec, ci, group_by
 CI = ["mean", "ci_low", "ci_high"]
 
 
-def _rows(rows, *required: str) -> list[dict]:
-    """The mappings of an analysis list that carry ``required`` keys (``site`` a string, the rest numbers);
-    malformed rows are skipped, not fatal."""
-
-    def valid(r: dict, key: str) -> bool:
-        return isinstance(r.get(key), str) if key == "site" else isinstance(r.get(key), (int, float))
-
-    return [r for r in rows if isinstance(r, dict) and all(valid(r, k) for k in required)] \
-        if isinstance(rows, list) else []
-
-
 def _ok(runs: list[Run], fld: str) -> list[float | None]:
     return [r.record.get(fld) for r in runs if not r.failed]
 
@@ -43,7 +32,9 @@ def speed_table(tree: RunTree) -> Table:
             "ci_high", "cpu_speedup"]
     rows = []
     for task in tree.tasks:
-        per_seed = {seed: _rows(r, "ratio", "batch") for seed, r in by_seed(tree, "speed", task, "none").items()}
+        # rows without a numeric ratio and batch are skipped, not fatal
+        per_seed = {seed: [r for r in rs if all(isinstance(r.get(k), (int, float)) for k in ("ratio", "batch"))]
+                    for seed, rs in by_seed(tree, "speed", task, "none").items()}
         cells = sorted({(float(r["ratio"]), int(r["batch"])) for rs in per_seed.values() for r in rs},
                        key=lambda c: (c[1], c[0]))
         for ratio, batch in cells:
