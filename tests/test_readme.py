@@ -40,16 +40,16 @@ def test_a_brief_block_names_the_untested_claims_in_one_line(tmp_path):
     assert "| B1-x |" not in refresh(readme) and "B1-x." in refresh(readme)
 
 
-def test_a_ledger_judged_by_older_rules_says_so(tmp_path):
-    """A ledger written before the p_adjusted column (Holm, scale gates) is shown, but not as a current one."""
+def test_a_ledger_judged_by_older_rules_is_refused(tmp_path):
+    """A ledger written before the p_adjusted column (Holm, scale gates) is not shown as a current one."""
     old = tmp_path / "claims.csv"
     lines = _ledger(old).read_text().splitlines()
     cut = lines[0].split(",").index("p_adjusted")
     old.write_text("\n".join(",".join(x for i, x in enumerate(line.split(",")) if i != cut) for line in lines) + "\n")
-    text = block(old)
-    assert "**Judged by the rules before multiplicity and scale gates** (this ledger has no `p_adjusted`" in text
-    assert "| A1-x | supported | 0.0123 [0.01, 0.0146] | 4 |" in text
-    assert "Judged by the rules before" not in block(_ledger(tmp_path / "new.csv"))
+    for render in (block, lambda path: counts([(path, "claims.csv")])):
+        with pytest.raises(ReadmeError, match="claims.csv: judged by the rules before multiplicity"):
+            render(old)
+    assert "| A1-x | supported | 0.0123 [0.01, 0.0146] | 4 |" in block(_ledger(tmp_path / "new.csv"))
 
 
 def test_refresh_replaces_only_what_lies_between_the_markers(tmp_path):
@@ -88,16 +88,15 @@ def test_the_committed_readme_and_results_quote_the_committed_ledgers():
 
 
 def test_a_counts_block_is_one_row_per_ledger(tmp_path):
-    """`counts` takes several ledgers (paths relative to the file) and counts each one's verdicts; a ledger judged
-    by older rules is named under the table; several ledgers in any other form are refused."""
+    """`counts` takes several ledgers (paths relative to the file) and counts each one's verdicts; several ledgers
+    in any other form are refused."""
     _ledger(tmp_path / "a.csv")
     old = tmp_path / "old" / "claims.csv"
     old.parent.mkdir()
-    old.write_text("claim,replication,verdict,effect,ci_low,ci_high,n_seeds\nC1,r,inconclusive,1,0,2,2\n")
+    old.write_text("claim,replication,verdict,effect,ci_low,ci_high,n_seeds,p_adjusted\nC1,r,inconclusive,1,0,2,2,\n")
     text = counts([(tmp_path / "a.csv", "a.csv"), (old, "old/claims.csv")])
     assert "| ledger | claims | supported | not supported | inconclusive | failed | not tested at this scale |" in text
     assert "| `a.csv` | 2 | 1 | 0 | 0 | 0 | 1 |" in text and "| `old/claims.csv` | 1 | 0 | 0 | 1 | 0 | 0 |" in text
-    assert "(in `old/claims.csv`, this ledger has no `p_adjusted` column)" in text and "in `a.csv`" not in text
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "RESULTS.md").write_text("<!-- ledger: ../a.csv ../old/claims.csv counts -->\n<!-- /ledger -->\n")

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from heads.cli import report as report_cli
+from heads.events import first_action
 from heads.report import RunTree, evaluate, load_all
 from heads.report.claims import CSV_COLUMNS
 from heads.report.collect import reach_fields, read_json
@@ -87,7 +88,8 @@ def _train_run(root: Path, task: str, group: str, seed: int, *, metric: str, val
         "status": "ok", "task": task, "preset": "tiny", "seed": seed, "strategy": _method(group),
         "metric": metric, "value": value, "eval": evaluation, "final_val_loss": final, "steps": 400,
         "tokens": 400 * 1024, "train_seconds": round(400 * sec_per_step, 4), "flops": 4e8, "heads": heads,
-        "params": params, "head_layout": _layout(sites, heads // len(sites)), "flops_per_token": 1e4})
+        "params": params, "head_layout": _layout(sites, heads // len(sites)), "flops_per_token": 1e4,
+        "warmup_end": first_action(events)})
 
 
 def _method(group: str) -> str:
@@ -600,7 +602,7 @@ def test_whole_ledger_merges_the_replications_own_and_says_which_have_not_run(tr
                "replication 'pretrained' does not run at preset 'tiny' (its settings.yaml sets it to null)"
                for i in pretrained)
 
-    # a ledger judged before the p_adjusted column: merged as it is, each of its rows saying so
+    # a ledger judged before the p_adjusted column (and before claims.json): refused, not passed off as current
     older = tmp_path / "older" / "claims.csv"
     older.parent.mkdir()
     with (tmp_path / names[0] / "claims.csv").open(newline="") as f:
@@ -608,13 +610,13 @@ def test_whole_ledger_merges_the_replications_own_and_says_which_have_not_run(tr
     cut = table[0].index("p_adjusted")
     with older.open("w", newline="") as f:
         csv.writer(f).writerows([row[:cut] + row[cut + 1:] for row in table])
+    with pytest.raises(SystemExit, match="older/claims.csv: .*no column p_adjusted.*re-render it"):
+        _cli(["claims", "--ledgers", str(older), *ledgers[1:], "--replications", str(REPLICATIONS), "--out", str(part)])
+    shutil.copy(tmp_path / names[0] / "claims.csv", older)  # its CSV alone, with every column: merged from the text
     assert _cli(["claims", "--ledgers", str(older), *ledgers[1:], "--replications", str(REPLICATIONS),
                  "--out", str(part)]) == 0
     rows = {r["claim"]: r for r in csv.DictReader((part / "claims.csv").open())}
-    mine = [c.id for c in load_all(REPLICATIONS, [names[0]])]
-    assert all(rows[i]["note"].startswith("judged by the rules before multiplicity") and rows[i]["p_adjusted"] == ""
-               for i in mine)
-    assert not any("judged by the rules before" in rows[c.id]["note"] for c in load_all(REPLICATIONS, names[1:2]))
+    assert all(rows[c.id]["verdict"] == whole_rows[c.id] for c in load_all(REPLICATIONS, [names[0]]))
 
     # a damaged claims.json is one line naming it, not a traceback
     broken = tmp_path / "broken"

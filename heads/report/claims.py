@@ -200,9 +200,11 @@ def check_preconditions(claim: Claim, tree: RunTree) -> tuple[str, str | None]:
     return "met: " + "; ".join(met), None
 
 
-def declared_not_tested(claim: Claim) -> ClaimResult:
-    """The row of a claim its spec declares untestable (``not_tested``: why), whatever the runs hold."""
-    return ClaimResult(claim, NOT_TESTED, note=claim.not_tested, precondition="not met: " + claim.not_tested)
+def not_tested(claim: Claim, why: str | None = None) -> ClaimResult:
+    """The row of a claim no model made could show: ``why``, by default what its spec declares (``not_tested``),
+    whatever the runs hold."""
+    why = why or str(claim.not_tested)
+    return ClaimResult(claim, NOT_TESTED, note=why, precondition="not met: " + why)
 
 
 def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
@@ -211,12 +213,12 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     No seed is left out silently: one that could not be measured (missing, unpaired, an undefined ratio, a run
     that pruned nothing) makes the claim inconclusive with the reason, and the effect over the others is shown."""
     if claim.not_tested:
-        return declared_not_tested(claim)
+        return not_tested(claim)
     if tree.only is not None and claim.task not in tree.only:
         # the replication runs none of this task at this preset (the GPU visit trains translation only): no
         # model was made that could show the claim, which is not the same as a run that went missing
-        why = f"this preset runs no {claim.task!r} models for {claim.replication} (its runs are on {sorted(tree.only)})"
-        return ClaimResult(claim, NOT_TESTED, note=why, precondition="not met: " + why)
+        return not_tested(claim, f"this preset runs no {claim.task!r} models for {claim.replication} (its runs are "
+                                 f"on {sorted(tree.only)})")
     precondition, blocked = check_preconditions(claim, tree)
     try:
         a = measure(tree, claim.a)
@@ -378,19 +380,13 @@ def evaluate_all(claims: Sequence[Claim], tree: RunTree,
     return results
 
 
-def _paper(value) -> str:
-    if isinstance(value, float):
-        return format(value, "g")
-    return fmt(value)
-
-
 def ledger_table(results: Sequence[ClaimResult]) -> Table:
     """The ledger as a table: the CSV's required columns first, then the extras."""
     rows = []
     for r in results:
         e, c = r.estimate, r.claim
         per_seed = " ".join(f"{k}:{v:.4f}" for k, v in sorted(r.per_seed.items()))
-        rows.append([c.id, c.replication, r.verdict, e.mean, e.ci_low, e.ci_high, _paper(c.paper_value), e.n,
+        rows.append([c.id, c.replication, r.verdict, e.mean, e.ci_low, e.ci_high, fmt(c.paper_value, "g"), e.n,
                      r.method, r.p_value, r.p_adjusted, r.precondition, c.task, c.quantity(),
                      "" if c.not_tested else c.condition(), r.effect_size, per_seed, r.note, r.robustness])
     return Table("claims", CSV_COLUMNS + EXTRA_COLUMNS, rows, formats={"effect_size": ".2f", "p_value": ".2g",
@@ -427,10 +423,6 @@ def _interval(e: Estimate, exact: bool = False) -> str:
     if e.ci_low is None:
         return f"{e.mean:+.4f} (one value)"
     return f"{e.mean:+.4f} [{e.ci_low:+.4f}, {e.ci_high:+.4f}]"
-
-
-def _p(value: float | None) -> str:
-    return "–" if value is None else format(value, ".2g")
 
 
 def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger",
@@ -481,10 +473,10 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
     ]
     for r in results:
         c = r.claim
-        paper = " ".join(x for x in (_paper(c.paper_value), f"({c.paper})" if c.paper else "") if x)
+        paper = " ".join(x for x in (fmt(c.paper_value, "g"), f"({c.paper})" if c.paper else "") if x)
         cells = [c.id, c.replication, c.task or "–", c.text, f"`{c.quantity()}`" if c.quantity() else "–",
                  _interval(r.estimate, c.test == "exact"), "–" if c.not_tested else c.condition(),
-                 str(r.estimate.n), _p(r.p_value), _p(r.p_adjusted),
+                 str(r.estimate.n), fmt(r.p_value, ".2g", "–"), fmt(r.p_adjusted, ".2g", "–"),
                  paper or "–", f"**{r.verdict}**" + (" (fragile)" if r.fragile else ""),
                  r.precondition or "–", "; ".join(x for x in (r.note, r.robustness if r.fragile else "") if x) or "–"]
         lines.append("| " + " | ".join(x.replace("|", "\\|").replace("\n", " ") for x in cells) + " |")

@@ -17,10 +17,11 @@ import os
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from heads.events import Dropout, Prune, Redundancy, Wave, first_action
+from heads.events import Dropout, Prune, Redundancy, Wave
 from heads.events import read as read_events
 from heads.examples import FILE as EXAMPLES_FILE
 from heads.examples import ExampleValues, path_beside
@@ -125,17 +126,15 @@ class Run:
     metrics: list[dict] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
     record: dict = field(default_factory=dict)
-    _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def failed(self) -> bool:
         return self.status != "ok"
 
+    @cached_property
     def example_values(self) -> ExampleValues | None:
         """The evaluation's example-level columns (``examples.json``), read once; None where the run kept none."""
-        if "examples" not in self._cache:
-            self._cache["examples"] = ExampleValues.read(self.path / EXAMPLES_FILE)
-        return self._cache["examples"]
+        return ExampleValues.read(self.path / EXAMPLES_FILE)
 
     @property
     def group(self) -> str:
@@ -147,13 +146,24 @@ class Run:
 
 
 def _early_window(run: Run) -> int:
-    """The last step of the early (warm-up) window: the step the run says its strategy first acted at (runs
-    before it said so: the first event after step 0 in its log), else 10 % of its steps."""
-    end = run.summary["warmup_end"] if "warmup_end" in run.summary else first_action(run.events)
+    """The last step of the early (warm-up) window: the step the run says its strategy first acted at (its
+    summary's ``warmup_end``), else 10 % of its steps."""
+    end = run.summary.get("warmup_end")
     if isinstance(end, int) and not isinstance(end, bool) and end > 0:
         return end
     total = number(run.summary.get("steps")) or (number(run.metrics[-1].get("step")) if run.metrics else 0) or 0
     return max(1, round(0.1 * total))
+
+
+def _evaluations(metrics: list[dict]) -> list[tuple[int, float]]:
+    """``(step, val_loss)`` of every record with a step and a finite validation loss, in logged order."""
+    return [(int(r["step"]), float(r["val_loss"])) for r in metrics
+            if isinstance(r.get("step"), int) and number(r.get("val_loss")) is not None]
+
+
+def _at(evals: list[tuple[int, float]], step: float) -> tuple[int, float] | None:
+    """The last evaluation at or before ``step``."""
+    return max((e for e in evals if e[0] <= step), key=lambda e: e[0], default=None)
 
 
 def late_improvement(metrics: list[dict]) -> float | None:
@@ -161,12 +171,11 @@ def late_improvement(metrics: list[dict]) -> float | None:
 
     A convergence check that needs no extra run: if loss falls like ``a + b t^-c`` the fall from T to 2T is
     ``2^-c`` times the fall from T/2 to T, so a run within x of this is within x of its 2x-longer loss."""
-    evals = [(int(r["step"]), float(r["val_loss"])) for r in metrics
-             if isinstance(r.get("step"), int) and number(r.get("val_loss")) is not None]
+    evals = _evaluations(metrics)
     if len(evals) < 2 or evals[-1][0] <= 0:
         return None
     last_step, final = evals[-1]
-    half = max((e for e in evals if e[0] <= last_step / 2), key=lambda e: e[0], default=None)
+    half = _at(evals, last_step / 2)
     if half is None or half[0] == last_step or final <= 0:
         return None
     return (half[1] - final) / final
@@ -182,16 +191,11 @@ def projected_improvement(metrics: list[dict]) -> float | None:
     where the earlier interval did not fall (evaluation noise) the ratio is unknown and the cap applies: the
     projection is then the last half's own fall, the most a decelerating curve could still lose. A last half
     that did not fall projects 0 (done). None with fewer than three evaluations at those points."""
-    evals = [(int(r["step"]), float(r["val_loss"])) for r in metrics
-             if isinstance(r.get("step"), int) and number(r.get("val_loss")) is not None]
+    evals = _evaluations(metrics)
     if len(evals) < 3 or evals[-1][0] <= 0:
         return None
     last_step, final = evals[-1]
-
-    def at(step: float) -> tuple[int, float] | None:
-        return max((e for e in evals if e[0] <= step), key=lambda e: e[0], default=None)
-
-    half, quarter = at(last_step / 2), at(last_step / 4)
+    half, quarter = _at(evals, last_step / 2), _at(evals, last_step / 4)
     if half is None or quarter is None or not quarter[0] < half[0] < last_step or final <= 0:
         return None
     late, early = half[1] - final, quarter[1] - half[1]
@@ -212,26 +216,15 @@ def _cpu_rate(metrics: list[dict], upto: int) -> float | None:
 
 
 def _memory_at_prune(run: Run) -> dict[str, float | None]:
-    """Around the run's first prune after step 0: optimizer-state bytes after / before, and moment bytes per
-    parameter byte after it (AdamW keeps two: more means stale moments of removed heads were kept). From the
-    prune event's own sizes where it logged them, else from the metrics records logged either side of it."""
-    out: dict[str, float | None] = {"optimizer_mb_ratio": None, "moments_per_param": None}
+    """At the run's first prune after step 0, from the sizes its prune event logged: optimizer-state bytes after /
+    before, and moment bytes per parameter byte after it (AdamW keeps two: more means stale moments of removed
+    heads were kept). None where it pruned only at step 0 (no moment existed yet) or logged no sizes."""
     prunes = [e for e in read_events(run.events, Prune) if e.step > 0]
-    if not prunes:
-        return out
-    first = min(prunes, key=lambda e: e.step)
-    sizes = (first.optimizer_mb_before, first.optimizer_mb_after, first.param_mb_after)
-    if all(sizes) and sizes[0] > 0:  # the prune event says it (runs since it does)
-        return {"optimizer_mb_ratio": sizes[1] / sizes[0], "moments_per_param": sizes[1] / sizes[2]}
-    at = first.step
-    sized = [r for r in run.metrics if isinstance(r.get("step"), int) and (number(r.get("optimizer_mb")) or 0) > 0
-             and (number(r.get("param_mb")) or 0) > 0]
-    before = [r for r in sized if r["step"] < at]
-    after = [r for r in sized if r["step"] > at]
-    if before and after:
-        out["optimizer_mb_ratio"] = after[0]["optimizer_mb"] / before[-1]["optimizer_mb"]
-        out["moments_per_param"] = after[0]["optimizer_mb"] / after[0]["param_mb"]
-    return out
+    first = min(prunes, key=lambda e: e.step) if prunes else None
+    sizes = (first.optimizer_mb_before, first.optimizer_mb_after, first.param_mb_after) if first else (None,)
+    if not all(sizes) or sizes[0] <= 0:
+        return {"optimizer_mb_ratio": None, "moments_per_param": None}
+    return {"optimizer_mb_ratio": sizes[1] / sizes[0], "moments_per_param": sizes[1] / sizes[2]}
 
 
 def _load(run: Run, summary: Any, reason: str | None, problems: list[str] | None = None) -> None:
@@ -537,14 +530,7 @@ def same_ratio(a: float, b: float) -> bool:
 
 
 def _matches(run: Run, want: Mapping[str, Any]) -> bool:
-    for key, value in want.items():
-        have = getattr(run, key)
-        if key == "ratio":
-            if not same_ratio(have, value):
-                return False
-        elif have != value:
-            return False
-    return True
+    return all(same_ratio(run.ratio, v) if k == "ratio" else getattr(run, k) == v for k, v in want.items())
 
 
 def removed_by_kind(layout: Any, full: Mapping | None) -> dict:

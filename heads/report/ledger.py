@@ -28,18 +28,14 @@ from heads.report.claims import (
     LEDGER_FORMAT,
     LEDGER_JSON,
     ClaimResult,
-    declared_not_tested,
+    not_tested,
 )
 from heads.report.fmt import Table
 from heads.report.robustness import robustness
 from heads.report.spec import Claim
-from heads.report.stats import INCONCLUSIVE, METHOD, METHOD_EXAMPLES, NOT_TESTED, Estimate
+from heads.report.stats import INCONCLUSIVE, METHOD, METHOD_EXAMPLES, Estimate
 
 ENVIRONMENTS = "environments.json"
-# a replication ledger from before the p_adjusted column: merged as it is, each row saying so
-OLDER_RULES = ("judged by the rules before multiplicity and scale gates (its replication's ledger has no "
-               "p_adjusted column: re-render it from its runs)")
-OPTIONAL = ("p_adjusted",)
 
 
 class LedgerError(ValueError):
@@ -52,11 +48,7 @@ def _float(text: str) -> float | None:
 
 def _per_seed(text: str) -> dict[int, float]:
     """``"0:0.0153 1:0.0151"`` (the ledger's per_seed column) as ``{seed: value}``."""
-    out = {}
-    for item in text.split():
-        seed, _, value = item.partition(":")
-        out[int(seed)] = float(value)
-    return out
+    return {int(seed): float(value) for seed, _, value in (item.partition(":") for item in text.split())}
 
 
 def _result(row: Mapping[str, str], claim: Claim) -> ClaimResult:
@@ -67,13 +59,11 @@ def _result(row: Mapping[str, str], claim: Claim) -> ClaimResult:
         claim.test]
     est = Estimate(n, _float(row["effect"]), _float(row["ci_low"]), _float(row["ci_high"]), None,
                    examples=examples)
-    older = "p_adjusted" not in row
-    note = "; ".join(x for x in (OLDER_RULES if older else "", row["note"]) if x)
     return ClaimResult(claim, row["verdict"], est, _float(row["effect_size"]), _per_seed(row["per_seed"]),
-                       note, _float(row["p_value"]), row["precondition"], row["robustness"],
+                       row["note"], _float(row["p_value"]), row["precondition"], row["robustness"],
                        method_used=row["method"] if row["method"] not in (
                            METHOD[claim.test], METHOD_EXAMPLES[claim.test]) else "",
-                       p_adjusted=None if older else _float(row["p_adjusted"]))
+                       p_adjusted=_float(row["p_adjusted"]))
 
 
 def _claim(path: Path, claim_id: Any, claims: Mapping[str, Claim]) -> Claim:
@@ -132,9 +122,10 @@ def read_ledger(path: str | Path, claims: Mapping[str, Claim]) -> list[ClaimResu
         return _from_records(path.with_name(LEDGER_JSON), claims)
     with path.open(newline="") as f:
         reader = csv.DictReader(f)
-        missing = [c for c in CSV_COLUMNS + EXTRA_COLUMNS if c not in (reader.fieldnames or []) and c not in OPTIONAL]
-        if missing:
-            raise LedgerError(f"{path}: not a ledger written by heads (no column {', '.join(missing)})")
+        missing = [c for c in CSV_COLUMNS + EXTRA_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:  # p_adjusted alone: judged by the rules before multiplicity and scale gates
+            raise LedgerError(f"{path}: not a ledger written by this version of heads (no column "
+                              f"{', '.join(missing)}): re-render it from its runs")
         rows = list(reader)
     out = []
     for row in rows:
@@ -150,7 +141,7 @@ def _missing(claim: Claim, merged: bool) -> ClaimResult:
     """A claim no merged ledger has: its replication's target has not run, or (``merged``) its ledger was
     written before the claim was declared."""
     if claim.not_tested:
-        return declared_not_tested(claim)
+        return not_tested(claim)
     why = (f"the merged ledger of replication {claim.replication!r} predates this claim (it has no row for it; "
            f"rerun `snakemake {claim.replication}` at this scale)" if merged else
            f"no ledger of replication {claim.replication!r} was merged (its target, `snakemake "
@@ -176,8 +167,7 @@ def merge_results(paths: Sequence[str | Path], claims: Sequence[Claim],
 
     def absent(c: Claim) -> ClaimResult:
         if c.replication in not_run:
-            why = not_run[c.replication]
-            return ClaimResult(c, NOT_TESTED, note=why, precondition="not met: " + why)
+            return not_tested(c, not_run[c.replication])
         return _missing(c, c.replication in merged)
 
     results = [found[c.id][0] if c.id in found else absent(c) for c in claims]

@@ -230,7 +230,7 @@ def _attach_examples(series: SeedValues, run: Run, fld: str) -> None:
     values that give it, how to recompute it on a resample of units."""
     name = run.record.get("metric") if fld == "value" else fld.removeprefix("eval.") if fld.startswith(
         "eval.") else None
-    values = run.example_values() if name else None
+    values = run.example_values if name else None
     if values is None or not values.supports(str(name)):
         return
     series.resample[run.seed] = lambda idx, values=values, name=str(name): values.metric(name, idx)

@@ -11,8 +11,8 @@ FORM is one of:
 - ``counts``: one line per ledger, how many claims it holds by verdict; only this form takes several PATHs
   (``<!-- ledger: A/claims.csv B/claims.csv counts -->``), a table of one row each.
 
-A ledger (or a merged ledger's replications) judged by the rules before the multiplicity and scale gates says so
-in every form (:data:`STALE`). ``heads readme`` re-renders :data:`FILES` (or the files named); ``--check`` says
+A ledger judged by the rules before the multiplicity and scale gates (no ``p_adjusted`` column) is refused, not
+shown as a current one. ``heads readme`` re-renders :data:`FILES` (or the files named); ``--check`` says
 whether they are current, which a test asserts for the committed ones.
 """
 
@@ -23,17 +23,11 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from heads.report.ledger import OLDER_RULES
-
 START = re.compile(r"^<!-- ledger: (?P<paths>\S+(?: \S+)*?)(?: (?P<form>brief|counts))? -->$")
 END = "<!-- /ledger -->"
 FILES = (Path("README.md"), Path("docs/RESULTS.md"))  # what `heads readme` renders, from the repository root
 UNTESTED = "not tested at this scale"
 ORDER = ("supported", "not supported", "inconclusive", "failed", "not tested at this scale")
-STALE = ("**Judged by the rules before multiplicity and scale gates** ({scope}): those verdicts are not "
-         "Holm-adjusted, and the convergence-on-every-seed, model-size, similarity-reach and ablation-power "
-         "preconditions were not applied to them. Re-render them from their runs to judge them by the current "
-         "rules.")
 
 
 class ReadmeError(ValueError):
@@ -47,20 +41,17 @@ def _number(text: str) -> str:
         return ""
 
 
-def _read(ledger: Path) -> tuple[list[dict[str, str]], str]:
-    """A ledger's rows, and the scope of what in it was judged by older rules ("" when nothing was)."""
+def _read(ledger: Path) -> list[dict[str, str]]:
+    """A ledger's rows; one judged by the rules before multiplicity and scale gates is refused."""
     if not ledger.is_file():
         raise ReadmeError(f"{ledger}: no such ledger (render it first: heads report / heads claims)")
     with ledger.open(newline="") as f:
         reader = csv.DictReader(f)
         rows = list(reader)
-        current = "p_adjusted" in (reader.fieldnames or [])
-    # a ledger judged by older rules says so, rather than passing for a current one; a merged ledger, for the
-    # replications whose own ledger was
-    older = sorted({r["replication"] for r in rows if OLDER_RULES in r.get("note", "")})
-    scope = "this ledger has no `p_adjusted` column" if not current else (
-        f"the claims of {', '.join(older)}, whose own ledgers have no `p_adjusted` column" if older else "")
-    return rows, scope
+    if "p_adjusted" not in (reader.fieldnames or []):
+        raise ReadmeError(f"{ledger}: judged by the rules before multiplicity and scale gates (no p_adjusted "
+                          "column): re-render it from its runs")
+    return rows
 
 
 def block(ledger: Path, shown: str | None = None, brief: bool = False) -> str:
@@ -68,11 +59,10 @@ def block(ledger: Path, shown: str | None = None, brief: bool = False) -> str:
     the ledger's path as the file names it, so the text does not depend on where it is rendered from).
     ``brief``: rows only for the claims that were tested, without the quantity (the ledger's page has it); the
     untested ones are named in one line."""
-    rows, scope = _read(ledger)
+    rows = _read(ledger)
     counts = Counter(r["verdict"] for r in rows)
     tally = ", ".join(f"{counts[v]} {v}" for v in ORDER if counts[v])
-    stale = ["", STALE.format(scope=scope)] if scope else []
-    lines = [f"{len(rows)} claims: {tally} (`{shown or ledger.as_posix()}`).", *stale, "",
+    lines = [f"{len(rows)} claims: {tally} (`{shown or ledger.as_posix()}`).", "",
              *(["| claim | verdict | effect [95 % CI] | n |", "| --- | --- | --- | --- |"] if brief else
                ["| claim | verdict | effect [95 % CI] | n | measured |", "| --- | --- | --- | --- | --- |"])]
     untested = [r["claim"] for r in rows if r["verdict"] == UNTESTED] if brief else []
@@ -92,17 +82,12 @@ def block(ledger: Path, shown: str | None = None, brief: bool = False) -> str:
 
 
 def counts(ledgers: list[tuple[Path, str]]) -> str:
-    """One table row per ledger (a path, and the path as the file names it): its claims counted by verdict; a
-    ledger judged by older rules is named below the table with what that means."""
+    """One table row per ledger (a path, and the path as the file names it): its claims counted by verdict."""
     lines = ["| ledger | claims | " + " | ".join(ORDER) + " |", "| --- |" + " --: |" * (len(ORDER) + 1)]
-    notes = []
     for ledger, shown in ledgers:
-        rows, scope = _read(ledger)
-        tally = Counter(r["verdict"] for r in rows)
-        lines.append(f"| `{shown}` | {len(rows)} | " + " | ".join(str(tally[v]) for v in ORDER) + " |")
-        if scope:
-            notes += ["", STALE.format(scope=f"in `{shown}`, {scope}")]
-    return "\n".join(lines + notes)
+        tally = Counter(r["verdict"] for r in _read(ledger))
+        lines.append(f"| `{shown}` | {sum(tally.values())} | " + " | ".join(str(tally[v]) for v in ORDER) + " |")
+    return "\n".join(lines)
 
 
 def refresh(readme: Path) -> str:
