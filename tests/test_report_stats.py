@@ -26,7 +26,6 @@ from heads.report.stats import (
     holm,
     interval,
     two_level,
-    verdict,
 )
 
 REPLICATIONS = Path(__file__).resolve().parents[1] / "replications"
@@ -133,7 +132,7 @@ def test_intervals_need_two_finite_values():
     ([0.5, 0.5, 0.5], "greater", 0.0, INCONCLUSIVE),  # no spread: never a verdict
 ])
 def test_verdict_rule(values, direction, threshold, expected):
-    assert verdict(estimate(values), direction, threshold) == expected
+    assert decide(estimate(values), direction, threshold).verdict == expected
 
 
 def test_decisions_carry_the_one_sided_p_value_and_say_why_they_are_not_definite():
@@ -194,7 +193,7 @@ def test_binomial_against_the_claim_carries_the_other_sides_p():
 
 def test_verdict_rejects_unknown_direction():
     with pytest.raises(ValueError, match="direction"):
-        verdict(estimate([1.0, 2.0, 3.0]), "sideways", 0.0)
+        decide(estimate([1.0, 2.0, 3.0]), "sideways", 0.0)
 
 
 def test_effect_size_is_mean_over_sd():

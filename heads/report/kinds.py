@@ -43,10 +43,6 @@ class Kind:
     reads_json: bool = False
 
 
-def _keys(*names: str) -> frozenset[str]:
-    return frozenset(names)
-
-
 _CURVE_MEASURES = ("area", "retained", "value", "removable", "step")
 _CURVE_KEYS = ("measure", "field", "ratio", "upto", "budget")
 _REDUNDANCY = ("redundancy_ratio", "max_similarity")
@@ -55,33 +51,33 @@ KINDS: dict[str, Kind] = {
     "ablation": Kind(
         analysis="ablation", command="ablate", flatten=flatten.heads,
         measures=("significant_share", "significant_count", "mean_delta_loss", "detectable"),
-        keys=_keys("measure", "site_kind", "alpha", "test"), value=estimators.ablation,
+        keys=frozenset({"measure", "site_kind", "alpha", "test"}), value=estimators.ablation,
         label="{task} ablation {measure}{sites}"),
     "all_but_one": Kind(
         analysis="ablation", command="ablate", flatten=flatten.all_but_one,
         measures=("harmless_share", "mean_delta", "max_delta"),
-        keys=_keys("measure", "site_kind", "budget", "relative"), value=estimators.all_but_one,
+        keys=frozenset({"measure", "site_kind", "budget", "relative"}), value=estimators.all_but_one,
         label="{task} all-but-one {measure}{sites}"),
     "curve": Kind(
         analysis="curve", command="curve", flatten=flatten.curve, measures=_CURVE_MEASURES,
-        keys=_keys("scorer", *_CURVE_KEYS), required=("scorer",), value=estimators.curve_value,
+        keys=frozenset({"scorer", *_CURVE_KEYS}), required=("scorer",), value=estimators.curve_value,
         label="{task} curve {arm} {measure} {where}", arm="scorer", reads_json=True),
     "curve_at": Kind(
         analysis="curve_at", command="curve", flatten=flatten.curve, measures=_CURVE_MEASURES,
-        keys=_keys("step", *_CURVE_KEYS), value=estimators.curve_value,
+        keys=frozenset({"step", *_CURVE_KEYS}), value=estimators.curve_value,
         label="{task} curve_at {arm} {measure} {where}", arm="step", reads_json=True),
     # timings pair passes across repeats or jobs: measures.speed reads them, not a per-seed estimator
     "speed": Kind(
         analysis="speed", command="speed", flatten=flatten.timed, measures=("speedup", "cpu_speedup", "examples_per_s"),
-        keys=_keys("measure", "ratio", "batch")),
+        keys=frozenset({"measure", "ratio", "batch"})),
     "roles": Kind(
         analysis="roles", command="roles", flatten=flatten.roles,
         measures=("kept_minus_pruned", "kept_mean", "pruned_mean"),
-        keys=_keys("lam", "pick", "measure", "field", "site_kind"), value=estimators.roles,
+        keys=frozenset({"lam", "pick", "measure", "field", "site_kind"}), value=estimators.roles,
         label="{task} roles {arm} {field} {measure}", arm="lam"),
     "memory": Kind(
         analysis="memory", command="memory", flatten=flatten.models({"reference": "baseline", "model": None}),
-        measures=("batch_ratio", "peak_ratio", "optimizer_ratio", "largest_batch"), keys=_keys("arm", "measure"),
+        measures=("batch_ratio", "peak_ratio", "optimizer_ratio", "largest_batch"), keys=frozenset({"arm", "measure"}),
         required=("arm",), value=estimators.model_row, label="{task} memory {arm} {measure}", arm="arm"),
     # the time-to-target ratios weigh the clock's step times by the runs' step counts (measures.time_to_target)
     "clock": Kind(
@@ -89,19 +85,19 @@ KINDS: dict[str, Kind] = {
         flatten=flatten.models({"reference": "baseline", "model": None, "dropout": "baseline + dropout"}),
         measures=("step_ratio", "cpu_step_ratio", "throughput_ratio", "cpu_throughput_ratio", "time_to_target_ratio",
                   "cpu_time_to_target_ratio"),
-        keys=_keys("arm", "model", "measure", "target"), required=("arm",), value=estimators.model_row,
+        keys=frozenset({"arm", "model", "measure", "target"}), required=("arm",), value=estimators.model_row,
         label="{task} clock {arm} {model} {measure}", arm="arm"),
     "shift": Kind(
         analysis="shift", command="shift", flatten=flatten.shifted, measures=("change", "gap", "worst"),
-        keys=_keys("arm", "dataset", "measure"), required=("arm",), value=estimators.shift,
+        keys=frozenset({"arm", "dataset", "measure"}), required=("arm",), value=estimators.shift,
         label="{task} shift {arm} {dataset} {measure}", arm="arm"),
     "redundancy": Kind(
         analysis="redundancy", command="redundancy", flatten=flatten.definitions, measures=_REDUNDANCY,
-        keys=_keys("arm", "pick", "measure", "pooling", "space"), value=estimators.definition,
+        keys=frozenset({"arm", "pick", "measure", "pooling", "space"}), value=estimators.definition,
         label="{task} redundancy {arm} {pooling}/{space} {measure}", arm="arm", default="base-mha"),
     "redundancy_at": Kind(
         analysis="redundancy_at", command="redundancy", flatten=flatten.definitions, measures=_REDUNDANCY,
-        keys=_keys("step", "measure", "pooling", "space"), value=estimators.definition,
+        keys=frozenset({"step", "measure", "pooling", "space"}), value=estimators.definition,
         label="{task} redundancy at {arm} {pooling} {measure}", arm="step"),
     "redundancy_genre": Kind(analysis="redundancy_genre", command="redundancy", flatten=flatten.definitions),
 }

@@ -217,6 +217,16 @@ def _usable(est: Estimate) -> str:
     return ""
 
 
+def _decision(claimed: bool, other: bool, p: float, p_other: float, why: str) -> Decision:
+    """*supported* (with the claimed side's p) when the interval lies wholly on the claimed side, *not supported*
+    (with the other side's) when wholly on the other, else *inconclusive* with the smaller p and ``why``."""
+    if claimed:
+        return Decision(SUPPORTED, p)
+    if other:
+        return Decision(NOT_SUPPORTED, p_other)
+    return Decision(INCONCLUSIVE, min(p, p_other), why)
+
+
 def decide(est: Estimate, direction: str, threshold: float) -> Decision:
     """The directional rule (see the module docstring)."""
     if direction not in DIRECTIONS:
@@ -228,11 +238,7 @@ def decide(est: Estimate, direction: str, threshold: float) -> Decision:
     p_other = _one_sided_p(est, threshold, _OTHER[direction])
     above, below = est.ci_low > threshold, est.ci_high < threshold
     claimed, other = (above, below) if direction == "greater" else (below, above)
-    if claimed:
-        return Decision(SUPPORTED, p)
-    if other:
-        return Decision(NOT_SUPPORTED, p_other)
-    return Decision(INCONCLUSIVE, min(p, p_other), f"the interval reaches the threshold {threshold:+.4g}")
+    return _decision(claimed, other, p, p_other, f"the interval reaches the threshold {threshold:+.4g}")
 
 
 def clopper_pearson(k: int, n: int, confidence: float = LEVEL) -> tuple[float, float]:
@@ -260,12 +266,8 @@ def decide_binomial(k: int, n: int, direction: str, threshold: float) -> Decisio
     below, above = float(_st.binom.cdf(k, n, threshold)), float(_st.binom.sf(k - 1, n, threshold))
     p, p_other = (below, above) if direction == "less" else (above, below)
     claimed, other = (low > threshold, high < threshold)[:: 1 if direction == "greater" else -1]
-    if claimed:
-        return Decision(SUPPORTED, p)
-    if other:
-        return Decision(NOT_SUPPORTED, p_other)
-    return Decision(INCONCLUSIVE, min(p, p_other), f"the exact interval [{low:.4g}, {high:.4g}] reaches the "
-                                                   f"threshold {threshold:+.4g}")
+    return _decision(claimed, other, p, p_other, f"the exact interval [{low:.4g}, {high:.4g}] reaches the "
+                                                 f"threshold {threshold:+.4g}")
 
 
 def decide_equivalence(est: Estimate, null: float, margin: float) -> Decision:
@@ -279,11 +281,8 @@ def decide_equivalence(est: Estimate, null: float, margin: float) -> Decision:
     p = max(_one_sided_p(est, low, "greater"), _one_sided_p(est, high, "less"))
     # outside the band: below it or above it, whichever side the effect lies on
     p_out = min(_one_sided_p(est, low, "less"), _one_sided_p(est, high, "greater"))
-    if low < est.ci_low and est.ci_high < high:
-        return Decision(SUPPORTED, p)
-    if est.ci_high < low or est.ci_low > high:
-        return Decision(NOT_SUPPORTED, p_out)
-    return Decision(INCONCLUSIVE, min(p, p_out), f"the interval leaves the band [{low:+.4g}, {high:+.4g}]")
+    return _decision(low < est.ci_low and est.ci_high < high, est.ci_high < low or est.ci_low > high, p, p_out,
+                     f"the interval leaves the band [{low:+.4g}, {high:+.4g}]")
 
 
 def decide_at_resolution(low: Estimate, high: Estimate, decide_one: Callable[[Estimate], Decision]) -> Decision:
@@ -331,8 +330,3 @@ def holm(p_values: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (m - rank) * float(p[i])))
         out[i] = running
     return [float(x) for x in out]
-
-
-def verdict(est: Estimate, direction: str, threshold: float) -> str:
-    """The directional verdict alone."""
-    return decide(est, direction, threshold).verdict
