@@ -23,11 +23,12 @@ def test_the_head_that_changes_translations_is_significant_and_the_others_are_no
     model = install(build("marian"))
     target = next(iter(head_layout(model)))  # the first site's first head is made to matter
 
-    def translate() -> list[str]:  # a decoder stub that reads the gates the ablation sets
+    def translate(k: int) -> list[str]:  # a decoder stub that reads the [k, H] gates the ablation sets
         gate = get_gates(model)[target]
-        return BROKEN if gate is not None and float(gate[0]) == 0.0 else list(REFS)
+        assert gate.shape[0] == k
+        return [h for row in gate for h in (BROKEN if float(row[0]) == 0.0 else REFS)]
 
-    result = bleu_ablation(model, translate, REFS, samples=200)
+    result = bleu_ablation(model, translate, REFS, samples=200, chunk=3)
     assert result.baseline_bleu == pytest.approx(100.0) and result.sentences == len(REFS)
     assert len(result.rows) == sum(map(len, head_layout(model).values()))
     matters = [r for r in result.rows if (r.site, r.position) == (target, 0)]
@@ -45,7 +46,7 @@ def test_the_head_that_changes_translations_is_significant_and_the_others_are_no
 def test_a_mismatch_of_translations_and_references_is_refused():
     model = install(build("marian"))
     with pytest.raises(ValueError, match="translations for"):
-        bleu_ablation(model, lambda: ["one"], REFS)
+        bleu_ablation(model, lambda k: ["one"] * k, REFS)
 
 
 @pytest.fixture(scope="module")
@@ -58,9 +59,12 @@ def mt_run(tmp_path_factory, data_root):
 
 def test_heads_ablate_test_bleu_records_the_bootstrap_per_head(mt_run, tmp_path):
     out = tmp_path / "a.json"
-    assert main(["ablate", str(mt_run), "--batches", "1", "--test", "bleu", "--samples", "50", "--out", str(out)]) == 0
+    assert main(["ablate", str(mt_run), "--batches", "1", "--test", "bleu", "--samples", "50", "--decode-chunk", "5",
+                 "--out", str(out)]) == 0
     table = json.loads(out.read_text())
     assert table["test"] == "bleu" and table["bootstrap"]["samples"] == 50
+    # each phase's seconds, so a visit's record says where an ablation's time goes
+    assert set(table["seconds"]) == {"ablation", "all_but_one", "bleu"}
     assert table["bleu_signature"].startswith("nrefs:1") and table["bleu_sentences"] > 0
     for row in table["heads"]:
         assert {"delta_bleu", "bleu", "p_value", "p_value_loss", "delta_loss"} <= set(row)
@@ -76,3 +80,51 @@ def test_heads_ablate_test_bleu_is_refused_for_a_task_that_does_not_translate(tm
         main(["ablate", str(run), "--batches", "1", "--test", "bleu", "--out", str(tmp_path / "a.json")])
     assert "does not translate" in capsys.readouterr().err
     assert not (tmp_path / "a.json").exists()
+
+
+
+@pytest.mark.parametrize("beams", [1, 3])
+def test_decoding_under_stacked_gates_translates_each_copy_as_its_own_gates_do(data_root, beams):
+    """Copies of the sentences decoded in one generate call under [K, H] gates (beam search expands rows in
+    place, so the k-major layout holds) give copy k the translations of decoding under row k alone: the batched
+    BLEU ablation is the one-at-a-time one, only faster."""
+    import torch
+    from conftest import smoke
+
+    from heads.surgery import gates
+    from heads.tasks import get_task
+
+    cfg = smoke("mt", data_root, "eval.max_new_tokens=8", f"eval.beams={beams}", "data.batch_size=5")
+    task = get_task("mt")
+    tokenizer = task.tokenizer(cfg)
+    data = task.examples(cfg, tokenizer, "validation")[:7]  # two batches of 5 and 2
+    torch.manual_seed(0)
+    model = install(task.build_model(cfg, tokenizer))
+    with torch.no_grad():  # weights large enough that what a model says depends on its input and its heads
+        for param in model.parameters():
+            if param.dim() >= 2:  # matrices and embeddings; layer norms keep theirs
+                param.normal_(0.0, 0.5)
+    layout = head_layout(model)
+    first = next(iter(layout))
+    rows = [{n: torch.ones(len(k)) for n, k in layout.items()} for _ in range(3)]
+    rows[1][first][0] = 0.0
+    for name in layout:  # row 2: every site keeps only its first head
+        rows[2][name][1:] = 0.0
+    alone = []
+    for row in rows:
+        with gates(model, row):
+            alone.append(task.translate(model, cfg, tokenizer, data))
+    # the comparison says something: sentences get different translations, and the gates change them
+    assert len(set(alone[0])) > 3 and alone[0] != alone[1] != alone[2]
+    stacked = {name: torch.stack([row[name] for row in rows]) for name in layout}
+    with gates(model, stacked):
+        together = task.translate(model, cfg, tokenizer, data, copies=3)
+    assert together == [h for hyps in alone for h in hyps]
+    with pytest.raises(ValueError, match="copies"):
+        task.translate(model, cfg, tokenizer, data, copies=0)
+
+
+def test_heads_ablate_refuses_a_decode_chunk_below_one(mt_run, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["ablate", str(mt_run), "--test", "bleu", "--decode-chunk", "0", "--out", str(tmp_path / "a.json")])
+    assert "--decode-chunk must be >= 1" in capsys.readouterr().err

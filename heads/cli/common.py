@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
@@ -328,3 +332,20 @@ def with_identity(args: argparse.Namespace, result: dict) -> dict:
     """``result`` with the run-sheet identity (``--run``) under ``run``, when one was given."""
     identity = getattr(args, "identity", None)
     return result if identity is None else {"run": identity, **result}
+
+
+class PhaseClock:
+    """Seconds per phase of a command, each announced on stderr as it starts and ends: a job killed at its
+    timeout (a GPU visit's part) leaves in its log how far it got and what took the time."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+        self.record: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        print(f"{self.command}: {phase} ...", file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        yield
+        self.record[phase] = round(time.perf_counter() - start, 3)
+        print(f"{self.command}: {phase} done in {self.record[phase]:.1f} s", file=sys.stderr, flush=True)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from heads.cli.common import (
+    PhaseClock,
     add_identity_option,
     add_run_options,
     check_out_file,
@@ -244,6 +245,8 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 
     if args.chunk < 1:
         raise fail(f"ablate: --chunk must be >= 1, got {args.chunk}")
+    if args.decode_chunk is not None and args.decode_chunk < 1:
+        raise fail(f"ablate: --decode-chunk must be >= 1, got {args.decode_chunk}")
     if args.samples < 1:
         raise fail(f"ablate: --samples must be >= 1, got {args.samples}")
     check_out_file(args.out)
@@ -266,16 +269,21 @@ def cmd_ablate(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise fail(f"ablate: --layers: {exc}") from None
     params = AblationParams(test="loss" if args.test == "bleu" else args.test, chunk=args.chunk, layers=layers)
+    seconds = PhaseClock("ablate")
     with loaded.placement.autocast():
-        table = ablation_table(loaded.model, batches, params)
-        others = all_but_one(loaded.model, batches, chunk=args.chunk, layers=layers)
+        with seconds("ablation"):
+            table = ablation_table(loaded.model, batches, params)
+        with seconds("all_but_one"):
+            others = all_but_one(loaded.model, batches, chunk=args.chunk, layers=layers)
         bleu = None
         if args.test == "bleu":
             from heads.scoring.bleu_ablation import bleu_ablation
 
             data, refs = task.decoding_set(cfg, loaded.tokenizer, args.split)
-            bleu = bleu_ablation(loaded.model, lambda: task.translate(loaded.model, cfg, loaded.tokenizer, data),
-                                 refs, samples=args.samples)
+            with seconds("bleu"):
+                bleu = bleu_ablation(
+                    loaded.model, lambda k: task.translate(loaded.model, cfg, loaded.tokenizer, data, k), refs,
+                    samples=args.samples, chunk=args.decode_chunk or args.chunk)
     rows = [asdict(r) for r in table.rows]
     extra = {}
     if bleu is not None:
@@ -299,6 +307,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
         **extra,
         "heads": rows,
         "all_but_one": {site: asdict(r) for site, r in others.items()},
+        "seconds": seconds.record,
     })
     # the per-example statistic beside the result, written first (the result marks the job done); a BLEU test's
     # significance comes from its bootstrap, not from these, so none is kept for it
@@ -327,14 +336,29 @@ def cmd_curve(args: argparse.Namespace) -> int:
     loaded = load_for_task(args)
     batches = scoring_batches(loaded, args.split, strategy.params.batches)
 
+    seconds = PhaseClock("curve")
+
     def evaluate(model) -> dict:
-        result = loaded.task.evaluate(model, loaded.cfg, loaded.tokenizer, loaded.cfg.eval.split)
+        with seconds(f"evaluation {len(seconds.record) + 1}"):
+            result = loaded.task.evaluate(model, loaded.cfg, loaded.tokenizer, loaded.cfg.eval.split)
         return {k: v for k, v in result.items() if isinstance(v, (int, float))}
 
+    levels = None
+    if strategy.params.together:
+        if not hasattr(loaded.task, "evaluate_levels"):
+            raise fail(f"curve: together=true evaluates every level under stacked gates; task {loaded.cfg.task!r} "
+                       "evaluates one model at a time (leave together out)")
+
+        def levels(model, rows: list[dict]) -> list[dict]:
+            with seconds(f"{len(rows)} levels together"):
+                results = loaded.task.evaluate_levels(model, loaded.cfg, loaded.tokenizer, loaded.cfg.eval.split,
+                                                      rows)
+            return [{k: v for k, v in r.items() if isinstance(v, (int, float))} for r in results]
+
     with loaded.placement.autocast():
-        points, per_order = strategy.curves(loaded.model, batches, evaluate)
+        points, per_order = strategy.curves(loaded.model, batches, evaluate, levels)
     record = {"strategy": "iterative", "params": parse_params(args.param), "metric": loaded.task.metric,
-              "points": points}
+              "points": points, "seconds": seconds.record}
     if per_order:
         record["per_order"] = per_order
     write_json(args.out, with_identity(args, with_environment(record, loaded.model)))
@@ -391,6 +415,8 @@ def register(sub) -> None:
                         "BLEU's paired bootstrap over the decoded sentences, as Michel et al.")
     p.add_argument("--samples", type=int, default=1000, help="bootstrap resamples of --test bleu")
     p.add_argument("--chunk", type=int, default=8, help="ablations per batched forward pass")
+    p.add_argument("--decode-chunk", type=int,
+                   help="with --test bleu: systems decoded together in one pass (default --chunk)")
     p.add_argument("--layers", type=int, nargs="+", metavar="L",
                    help="ablate the heads of these layers only (default all): a stated sample of a large model")
     p.add_argument("--out", type=Path, required=True)

@@ -98,26 +98,52 @@ class Translation(Task):
 
     def evaluate(self, model, cfg: RunConfig, tokenizer, split: str) -> dict:
         data, refs = self.decoding_set(cfg, tokenizer, split)
-        loss, _ = mean_loss(
-            model,
-            eval_batches(data, cfg.data.batch_size, self.collate),
-            lambda mod, b: self.loss(mod, b, cfg),
-            lambda b: int((b["labels"] != IGNORE).sum()),
-        )
-        hyps = self.translate(model, cfg, tokenizer, data)
+        loss = self._decoding_loss(model, data, cfg)
+        return self._scored(self.translate(model, cfg, tokenizer, data), refs, loss, split, cfg)
+
+    def evaluate_levels(self, model, cfg: RunConfig, tokenizer, split: str, rows: list[dict]) -> list[dict]:
+        """``evaluate`` of ``model`` under each of ``rows`` (``{site: [H] gate}``): the losses one gated pass
+        each, the translations of every row in one decoding pass under their stacked ``[K, H]`` gates."""
+        from heads.scoring.session import scoring_mode
+        from heads.surgery import gates
+
+        if not rows:
+            return []
+        data, refs = self.decoding_set(cfg, tokenizer, split)
+        with scoring_mode(model):  # gated attention, eval mode; all put back after
+            losses = []
+            for row in rows:
+                with gates(model, row):
+                    losses.append(self._decoding_loss(model, data, cfg))
+            with gates(model, {site: torch.stack([row[site] for row in rows]) for site in rows[0]}):
+                hyps = self.translate(model, cfg, tokenizer, data, copies=len(rows))
+        n = len(data)
+        return [self._scored(hyps[k * n : (k + 1) * n], refs, loss, split, cfg) for k, loss in enumerate(losses)]
+
+    def _decoding_loss(self, model, data, cfg: RunConfig) -> float:
+        """Token-weighted mean loss over the decoded examples."""
+        return mean_loss(model, eval_batches(data, cfg.data.batch_size, self.collate),
+                         lambda mod, b: self.loss(mod, b, cfg), lambda b: int((b["labels"] != IGNORE).sum()))[0]
+
+    @staticmethod
+    def _scored(hyps: list[str], refs: list[str], loss: float, split: str, cfg: RunConfig) -> dict:
         return {**corpus_scores(hyps, refs), "loss": loss, "split": split, "beams": cfg.eval.beams,
                 KEY: sentence_statistics(hyps, refs)}
 
-    def translate(self, model, cfg: RunConfig, tokenizer, data) -> list[str]:
-        """Beam-search translations of encoded pairs."""
+    def translate(self, model, cfg: RunConfig, tokenizer, data, copies: int = 1) -> list[str]:
+        """Beam-search translations of encoded pairs; ``copies`` > 1 decodes every batch that many times in one
+        pass (k-major, the layout ``[copies, H]`` stacked gates read) and returns the ``copies * len(data)``
+        translations copy-major: all of copy 0, then all of copy 1, ..."""
+        if copies < 1:
+            raise ValueError(f"copies must be >= 1, got {copies}")
         was_training = model.training
         model.eval()
-        hyps = []
+        per_copy: list[list[str]] = [[] for _ in range(copies)]
         with torch.no_grad():
             for start in range(0, len(data), cfg.data.batch_size):
                 chunk = data[start : start + cfg.data.batch_size]
                 ids, mask = pad([s for s, _ in chunk], 0)
-                inputs = on_model({"input_ids": ids, "attention_mask": mask}, model)
+                inputs = on_model({"input_ids": ids.repeat(copies, 1), "attention_mask": mask.repeat(copies, 1)}, model)
                 out = model.generate(
                     **inputs,
                     num_beams=cfg.eval.beams,
@@ -127,9 +153,12 @@ class Translation(Task):
                     # and avx2 (measured). What can move between machines is the scores themselves.
                     do_sample=False,
                 )
-                hyps += tokenizer.batch_decode(out, skip_special_tokens=True)
+                # beams expand each row in place (row i -> rows i*beams ...), so the output keeps the k-major rows
+                text = tokenizer.batch_decode(out, skip_special_tokens=True)
+                for k in range(copies):
+                    per_copy[k] += text[k * len(chunk) : (k + 1) * len(chunk)]
         model.train(was_training)
-        return [h.strip() for h in hyps]
+        return [h.strip() for hyps in per_copy for h in hyps]
 
 
 def corpus_scores(hyps: list[str], refs: list[str]) -> dict:
