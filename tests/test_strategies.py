@@ -1,5 +1,6 @@
 """Strategies: defaults do nothing; training-time strategies prune physically, deterministically, and say so."""
 
+import copy
 import dataclasses
 import json
 
@@ -205,3 +206,39 @@ def test_redundancy_strategies_take_the_similarity_definition(name, data_root, t
 
     with pytest.raises(ConfigError, match="pooling"):
         build_strategy(name, {**params, "pooling": "max"})
+
+
+@pytest.mark.parametrize("scorer", ["importance", "random"])
+def test_a_curve_evaluated_together_under_stacked_gates_is_the_level_by_level_curve(data_root, scorer):
+    """``together``: every level evaluated at once on the unpruned model, each under gates closing the heads
+    pruned by then (one decoding pass), gives the pruned models' own numbers (masked == pruned), the same
+    heads removed at every level."""
+    cfg = smoke("mt", data_root, "eval.max_new_tokens=8", "eval.max_examples=12", "data.batch_size=8")
+    task = get_task("mt")
+    tokenizer = task.tokenizer(cfg)
+    torch.manual_seed(0)
+    model = task.build_model(cfg, tokenizer)
+    with torch.no_grad():  # weights large enough that the translations depend on the input and the heads
+        for param in model.parameters():
+            if param.dim() >= 2:
+                param.normal_(0.0, 0.5)
+    batches = [task.collate(task.examples(cfg, tokenizer, "validation")[:8])]
+
+    def evaluate(m) -> dict:
+        return task.evaluate(m, cfg, tokenizer, "validation")
+
+    def levels(m, rows) -> list[dict]:
+        return task.evaluate_levels(m, cfg, tokenizer, "validation", rows)
+
+    params = {"scorer": scorer, "step": 0.25, "max_ratio": 0.75, "batches": 1}
+    one = build_strategy("iterative", params).curve(copy.deepcopy(model), batches, evaluate)
+    together = build_strategy("iterative", {**params, "together": True}).curve(copy.deepcopy(model), batches, evaluate,
+                                                                                levels)
+    assert len(one) == len(together) == 4
+    assert len({p["chrf"] for p in one}) > 1, "the levels translate differently (else the test says nothing)"
+    for a, b in zip(one, together, strict=True):
+        assert (a["pruned"], a["removed"]) == (b["pruned"], b["removed"])
+        assert a["loss"] == pytest.approx(b["loss"], abs=1e-5)
+        assert (a["bleu"], a["chrf"], a["hyp_len"]) == (b["bleu"], b["chrf"], b["hyp_len"])
+    with pytest.raises(Exception, match="together"):
+        build_strategy("iterative", {**params, "together": True}).curve(copy.deepcopy(model), batches, evaluate)

@@ -6,6 +6,7 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import torch
 from torch import nn
 
 from heads.config import ConfigError
@@ -24,6 +25,10 @@ class IterativeParams(Selection):
     # independent orders averaged level by level: one random order is one draw (single random 25 % cuts of
     # the same classifier score anywhere from 55 % to 94 %), so a random baseline averages several
     orders: int = 1
+    # evaluate every level in one pass under stacked gates on the unpruned model (masked == pruned) instead of
+    # the pruned model level by level: one translation pass for a curve instead of one per level, each pass
+    # taking a decoding's sequential steps (the first GPU visit's curves ran out of their 60 s)
+    together: bool = False
 
     def check(self) -> None:
         check_ratio("max_ratio", self.max_ratio)
@@ -32,6 +37,25 @@ class IterativeParams(Selection):
             raise ConfigError(f"strategy.params.orders: {self.orders!r} must be a whole number >= 1")
         if not 0.0 < self.step < 1.0:
             raise ConfigError(f"strategy.params.step: {self.step} is outside (0, 1)")
+
+
+# (unpruned model, one {site: [H] gate} per level) -> the metrics of each level, the gates closing its heads
+EvaluateLevels = Callable[[nn.Module, list[dict[str, torch.Tensor]]], list[dict]]
+
+
+def level_gates(model: nn.Module, points: list[dict]) -> list[dict[str, torch.Tensor]]:
+    """Per level of a curve, ``[H]`` gates on ``model``'s (unpruned) layout closing every head removed up to
+    that level (``points[i]["removed"]``: original head ids per site)."""
+    layout = head_layout(model)
+    device = next(model.parameters()).device
+    closed: dict[str, set[int]] = {}
+    out = []
+    for point in points:
+        for site, heads in point["removed"].items():
+            closed.setdefault(site, set()).update(int(h) for h in heads)
+        out.append({site: torch.tensor([0.0 if h in closed.get(site, ()) else 1.0 for h in kept], device=device)
+                    for site, kept in layout.items()})
+    return out
 
 
 ORDER_STRIDE = 7919  # seed distance between orders (a prime, so no order repeats another's level seeds)
@@ -56,11 +80,18 @@ class Iterative(Strategy):
 
     Params = IterativeParams
 
-    def curve(self, model: nn.Module, batches: list[dict], evaluate: Callable[[nn.Module], dict]) -> list[dict]:
-        """Prune ``model`` in place level by level; ``evaluate(model)`` gives the metrics of each level."""
+    def curve(self, model: nn.Module, batches: list[dict], evaluate: Callable[[nn.Module], dict],
+              evaluate_levels: EvaluateLevels | None = None) -> list[dict]:
+        """Prune ``model`` in place level by level; ``evaluate(model)`` gives the metrics of each level (with
+        ``together``: ``evaluate_levels(unpruned, gates)`` those of every level at once, one ``[H]`` gate per
+        site and level closing the heads pruned by then)."""
         p = self.params
+        if p.together and evaluate_levels is None:
+            raise ConfigError("strategy.params.together: this task evaluates one model at a time (together needs "
+                              "a task that evaluates stacked gates: mt)")
+        unpruned = copy.deepcopy(model) if p.together else None
         total = num_heads(head_layout(model))
-        points = [{"level": 0, "pruned": 0, "ratio": 0.0, "removed": {}, **evaluate(model)}]
+        points = [{"level": 0, "pruned": 0, "ratio": 0.0, "removed": {}, **({} if p.together else evaluate(model))}]
         level = 0
         while True:
             level += 1
@@ -75,24 +106,26 @@ class Iterative(Strategy):
                 break
             prune_heads(model, remove)
             pruned = total - num_heads(head_layout(model))
-            points.append(
-                {"level": level, "pruned": pruned, "ratio": pruned / total, "removed": remove, **evaluate(model)}
-            )
+            points.append({"level": level, "pruned": pruned, "ratio": pruned / total, "removed": remove,
+                           **({} if p.together else evaluate(model))})
+        if unpruned is not None:
+            for point, metrics in zip(points, evaluate_levels(unpruned, level_gates(unpruned, points)), strict=True):
+                point.update(metrics)
         return points
 
-    def curves(self, model: nn.Module, batches: list[dict],
-               evaluate: Callable[[nn.Module], dict]) -> tuple[list[dict], list[list[dict]]]:
+    def curves(self, model: nn.Module, batches: list[dict], evaluate: Callable[[nn.Module], dict],
+               evaluate_levels: EvaluateLevels | None = None) -> tuple[list[dict], list[list[dict]]]:
         """``(points, per_order)``: the curve averaged over ``orders`` independent orders (seeds ``seed``,
         ``seed + ORDER_STRIDE``, ...), each pruning its own copy of ``model``; one order prunes ``model`` itself
         and ``per_order`` is empty."""
         p = self.params
         if p.orders == 1:
-            return self.curve(model, batches, evaluate), []
+            return self.curve(model, batches, evaluate, evaluate_levels), []
         per_order = []
         try:
             for k in range(p.orders):
                 self.params = replace(p, seed=p.seed + ORDER_STRIDE * k)
-                per_order.append(self.curve(copy.deepcopy(model), batches, evaluate))
+                per_order.append(self.curve(copy.deepcopy(model), batches, evaluate, evaluate_levels))
         finally:
             self.params = p
         return mean_curve(per_order), per_order

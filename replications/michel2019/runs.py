@@ -29,7 +29,9 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
             test = {"mt": "bleu", "cls": "accuracy"}.get(task, "loss")
             out.append(RunSpec(label=analysis_label(task, "ablation", seed=seed), command="ablate",
                                replication=REPLICATION, task=task, seed=seed,
-                               variant="ablation", options={"batches": s["curve_batches"], "test": test},
+                               variant="ablation", options={"batches": s["curve_batches"], "test": test,
+                                                            **({"decode_chunk": s["decode_chunk"]}
+                                                               if "decode_chunk" in s else {})},
                                config=curve_eval if test == "bleu" else {},
                                paths={"source": base[task].label}, after=(base[task].label,)))
         if "cls" in tasks:  # what word overlap alone reaches on the same examples (the cls claims' precondition)
@@ -57,8 +59,10 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
 
 
 def _levels(s: dict) -> dict:
-    """Where every curve of the preset prunes: its step, how far, on how many scoring batches."""
-    return {"step": s["curve_step"], "max_ratio": s["curve_max"], "batches": s["curve_batches"]}
+    """Where every curve of the preset prunes: its step, how far, on how many scoring batches (and whether its
+    levels are evaluated together, under stacked gates)."""
+    return {"step": s["curve_step"], "max_ratio": s["curve_max"], "batches": s["curve_batches"],
+            **({"together": True} if s.get("curve_together") else {})}
 
 
 def _curve_eval(s: dict) -> dict:
