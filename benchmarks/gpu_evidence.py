@@ -44,9 +44,8 @@ sys.path.insert(0, str(ROOT))
 
 from heads.report.collect import read_jsonl_tolerant  # noqa: E402
 from heads.sheet import RunSpec, build, command_line, dag_for, layered  # noqa: E402
+from heads.visit import BUDGET_S, CAPS, PARALLEL, PARTS, PRESET, RECORD, RESERVE_S, TASK, part_of  # noqa: E402
 
-PRESET = "gpu"
-TASK = "mt"
 # the CPU miniature: the same sheet and commands on a model and data that run in minutes on two cores
 MINI = {
     "tasks": {TASK: {"model": {"layers": 1, "d": 32, "heads": 4, "ff": 64, "vocab": 2000},
@@ -57,21 +56,10 @@ MINI = {
     "michel2019": {"curve_examples": 16, "curve_batches": 1, "curve_step": 0.25},
     "voita2019": {"steps": 4, "batches": 1},
 }
-# What a part may take at most, seconds (less when the budget has less left). The steps are sized so that the
-# baselines end within TRAIN_SHARE of train's cap; scratch runs only when what is left holds its estimate.
-CAPS = {"calibrate": 75, "train": 310, "analyses": 150, "curves": 75}
-MINI_CAPS = 4  # the miniature's caps are these times the visit's: two CPU cores start a process in ~20 s
-TRAIN_SHARE = 0.85
-PARTS = ("train", "analyses", "curves", "scratch")
+MINI_CAPS = 4  # the miniature's caps are the visit's (heads.visit.CAPS) times this: a CPU process starts in ~20 s
+TRAIN_SHARE = 0.85  # the steps are sized so that the baselines end within this share of train's cap
 CALIBRATION_STEPS = (20, 60)  # seconds per step measured between these steps
 MINI_CALIBRATION, MINI_STEPS = (5, 15), 30
-
-
-def part_of(e: RunSpec) -> str:
-    """Which part an entry of the sheet runs in."""
-    if e.command == "train":
-        return {"baseline": "train", "l0": "analyses", "scratch": "scratch"}.get(e.variant, "train")
-    return "curves" if e.command == "curve" else "analyses"
 
 
 @dataclass
@@ -451,18 +439,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cuda", help="cuda (the visit) or cpu (the miniature)")
     p.add_argument("--scale", choices=["visit", "mini"], default="visit")
     p.add_argument("--runs", default="results/gpu/runs", help="the run tree (default results/gpu/runs)")
-    p.add_argument("--out", default="results/bench/gpu_evidence.json", help="the visit's record")
+    p.add_argument("--out", default=f"results/bench/{RECORD}", help="the visit's record")
     p.add_argument("--archive", help="a .tar.gz of the records (no weights), rewritten after every part")
     p.add_argument("--data-root", default="resources/data", help="the prepared data (carried to the device)")
-    p.add_argument("--budget", type=float, default=560, help="seconds for every part together")
-    p.add_argument("--reserve", type=float, default=15, help="seconds kept back for the last records")
+    p.add_argument("--budget", type=float, default=BUDGET_S, help="seconds for every part together")
+    p.add_argument("--reserve", type=float, default=RESERVE_S, help="seconds kept back for the last records")
     p.add_argument("--max-steps", type=int, help="at most this many steps (default the preset's)")
     p.add_argument("--steps", type=int, help="train this many steps (default the preset's)")
     p.add_argument("--calibrate", action="store_true",
                    help="size the steps from a short run of the seeds side by side instead (its early steps are "
                         "slower than the run's: the first visit's calibration overstated the pace threefold)")
     p.add_argument("--parts", default=",".join(PARTS), help=f"the parts to run, in order (default {','.join(PARTS)})")
-    p.add_argument("--parallel", type=int, default=9, help="jobs side by side (the GPU holds them all)")
+    p.add_argument("--parallel", type=int, default=PARALLEL, help="jobs side by side (the GPU holds them all)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads per job")
     p.add_argument("--render", action="store_true", help="render --runs into --results instead of running")
     p.add_argument("--results", default="results/gpu", help="where --render writes the ledgers")

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from heads.cli.common import fail
+from heads.visit import BUDGET_S, RESERVE_S
 
 
 def _flops(x: float) -> str:
@@ -60,6 +61,65 @@ def markdown(plan) -> str:
     return "\n".join(lines)
 
 
+def visit_markdown(parts, start: float | None, visits: list[str], budget: float, reserve: float) -> str:
+    """The GPU visit part by part: each part's estimate against its cap, and what the estimate rests on."""
+    lines = [f"## The GPU visit, part by part (from {', '.join(visits) if visits else 'no visit yet'})", "",
+             "| part | jobs | estimate, s | cap, s | fits | basis (slowest job of each kind) |",
+             "|---|--:|--:|--:|---|---|"]
+    used = start or 0.0
+    for part in parts:
+        cap = part.cap_s if part.cap_s is not None else budget - reserve - used
+        fits = "?" if part.seconds is None else ("yes" if part.seconds <= cap else "no")
+        bases: dict[str, str] = {}
+        for j in sorted(part.jobs, key=lambda j: -(j.seconds or 0.0)):
+            bases.setdefault(j.kind, j.basis)
+        lines.append(f"| {part.name} | {len(part.jobs)} | "
+                     f"{'unknown' if part.seconds is None else f'{part.seconds:.0f}'} | "
+                     f"{cap:.0f}{'' if part.cap_s is not None else ' (left)'} | {fits} | "
+                     + "; ".join(f"{k}: {b}" for k, b in bases.items()) + " |")
+        if part.cap_s is not None:  # a part ends by its cap at the latest; scratch runs only if it fits
+            used += cap if part.seconds is None else min(part.seconds, cap)
+        elif part.seconds is not None and part.seconds <= cap:
+            used += part.seconds
+    unknown = sorted({k for p in parts for k in p.unknown})
+    lines += ["", f"Start-up before the parts: {'unknown' if start is None else f'{start:.0f} s'} (the latest "
+              "visit's elapsed time less its parts'). " + (
+                  f"In all {used:.0f} s of the {budget:g} s budget ({reserve:g} s kept back)."
+                  if not unknown and start is not None else
+                  f"In all: unknown; no visit measured {', '.join(unknown) or 'the start-up'} as the sheet runs "
+                  "it now, so whether the visit fits its budget is not known until one does."), ""]
+    return "\n".join(lines)
+
+
+def _visit(args: argparse.Namespace):
+    """The visit's part-by-part estimate for ``args.preset`` from the archives ``args.visits`` (default: every
+    archive in results/gpu/visits, oldest first, at the gpu preset)."""
+    from pathlib import Path
+
+    from heads.config import ConfigError
+    from heads.sheet import build, dag_for
+    from heads.visit import TASK, estimate, read_visit
+
+    paths = args.visits
+    if paths is None:
+        if args.preset != "gpu":
+            return None
+        paths = sorted(Path("results/gpu/visits").glob("*.tar.gz"))
+    try:
+        visits = [read_visit(Path(p)) for p in paths]
+    except (OSError, ValueError) as exc:
+        raise fail(f"plan: --visits: {exc}") from None
+    try:
+        sheet = build(args.replications, dag_for(args.replications, args.preset, None))
+    except ConfigError as exc:
+        raise fail(f"plan: {exc}") from None
+    entries = [e for e in sheet.runs.values() if e.task == TASK]
+    if not entries:
+        raise fail(f"plan: the {args.preset} preset runs no {TASK} job for a visit to estimate")
+    parts, start = estimate(entries, visits, args.preset)
+    return parts, start, [v.name for v in visits]
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from heads.plan import PlanError, plan
 
@@ -76,8 +136,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
             cpu = (calibration, cpu_cost.cost(args.preset, calibration, args.replications))
         except PlanError as exc:
             raise fail(f"plan: {exc}") from None
+    visit = _visit(args)
     if args.format == "json":
         data = result.to_dict()
+        if visit is not None:
+            from dataclasses import asdict
+
+            parts, start, names = visit
+            data["visit"] = {"from": names, "start_s": start, "budget_s": BUDGET_S, "reserve_s": RESERVE_S,
+                             "parts": [{**asdict(p), "unknown": p.unknown} for p in parts]}
         if cpu is not None:
             data["cpu"] = {"calibrated_on": args.cpu_from, "start_s": cpu[0].start_s, "cores": args.cores,
                            "replications": {c.name: {"jobs": c.jobs, "core_minutes": c.core_s / 60,
@@ -90,6 +157,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             from heads.cpu_cost import markdown as cpu_markdown
 
             print("\n" + cpu_markdown(args.preset, cpu[0], cpu[1], args.cores), end="")
+        if visit is not None:
+            print("\n" + visit_markdown(visit[0], visit[1], visit[2], BUDGET_S, RESERVE_S), end="")
     return 0
 
 
@@ -112,4 +181,7 @@ def register(sub) -> None:
     p.add_argument("--runs", help="the run tree the --cpu-from jobs wrote (e.g. results/small/runs): each training "
                    "job is costed by the config.json it ran with, not by what the preset says now")
     p.add_argument("--cores", type=int, default=2, help="cores for the CPU minutes (default 2)")
+    p.add_argument("--visits", nargs="*", metavar="ARCHIVE",
+                   help="also estimate the GPU visit (benchmarks/gpu_evidence.py) part by part from these visits' "
+                        "archives, oldest first (default at the gpu preset: results/gpu/visits/*.tar.gz)")
     p.set_defaults(func=cmd_plan)

@@ -1,0 +1,141 @@
+"""The GPU visit's part-by-part estimate (heads.visit, ``heads plan --visits``): only what a visit measured at
+this sheet's batch is used, jobs are scheduled as the visit's executor runs them, and a part with an unmeasured
+job says so instead of guessing."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from heads.cli import main
+from heads.plan import run_config
+from heads.sheet import build, dag_for
+from heads.visit import PRESET, TASK, JobEstimate, estimate, kind, part_of, read_visit, schedule
+
+REPLICATIONS = Path(__file__).resolve().parent.parent / "replications"
+# what each kind took in the synthetic visit below, seconds
+TOOK = {"baseline": 150.0, "l0": 80.0, "roles": 20.0, "ablation": 100.0, "curve/importance": 50.0,
+        "curve/random": 60.0}
+
+
+@pytest.fixture(scope="module")
+def entries():
+    sheet = build(REPLICATIONS, dag_for(REPLICATIONS, PRESET, None))
+    return [e for e in sheet.runs.values() if e.task == TASK]
+
+
+def write_visit(path: Path, entries, batch: int, took: dict, status: dict | None = None, steps=None) -> Path:
+    """A visit's archive as gpu_evidence.py writes it: the record at the top, each training run's config."""
+    status = status or {}
+    jobs = {e.label: {"part": part_of(e), "status": status.get(kind(e), "ok"), "seconds": took[kind(e)]}
+            for e in entries if kind(e) in took}
+    parts = {"train": {"seconds": 160.0, "jobs": 3, "ok": 3, "ok_all": True, "seconds_per_step": 0.1,
+                       "overhead_s": 20.0}}
+    record = {"preset": PRESET, "elapsed_s": 172.5, "parts": parts, "jobs": jobs,
+              "environment": {"git_commit": "0123456789abcdef"}}
+    with tarfile.open(path, "w:gz") as tar:
+        def add(name: str, data: dict) -> None:
+            raw = json.dumps(data).encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(raw)
+            tar.addfile(info, io.BytesIO(raw))
+
+        add("gpu_evidence.json", record)
+        for e in entries:
+            if e.command == "train" and kind(e) in took:
+                cfg = run_config(e, PRESET)
+                add(f"runs/{e.label}/config.json", {"train": {"steps": (steps or {}).get(kind(e), cfg.train.steps)},
+                                                    "data": {"batch_size": batch}})
+    return path
+
+
+def by_name(parts):
+    return {p.name: p for p in parts}
+
+
+def test_schedule_runs_jobs_parallel_at_a_time_each_after_what_it_needs():
+    a, b, c = (JobEstimate(x, x, s, "") for x, s in (("a", 10.0), ("b", 10.0), ("c", 5.0)))
+    jobs = [(a, ()), (b, ()), (c, ("a", "elsewhere"))]  # a run outside the part is done already
+    assert schedule(jobs, parallel=2) == 15.0  # a and b together, c once a has ended
+    assert schedule(jobs, parallel=1) == 25.0  # one at a time, in order
+    assert schedule(jobs, parallel=9) == 15.0
+
+
+def test_every_part_is_estimated_from_a_visit_at_this_sheets_batch(entries, tmp_path):
+    batch = run_config(next(e for e in entries if kind(e) == "baseline"), PRESET).data.batch_size
+    visit = read_visit(write_visit(tmp_path / "v.tar.gz", entries, batch, TOOK))
+    parts, start = estimate(entries, [visit])
+    p = by_name(parts)
+    steps = {kind(e): run_config(e, PRESET).train.steps for e in entries if e.command == "train"}
+    # the baselines and scratch run at the pace the baselines measured, at their own steps
+    assert p["train"].seconds == pytest.approx(20.0 + 0.1 * steps["baseline"])
+    assert p["scratch"].seconds == pytest.approx(20.0 + 0.1 * steps["scratch"])
+    # analyses: three ablations beside six l0 runs (nine slots), each seed's roles after its l0 run
+    assert any(e.after for e in entries if kind(e) == "roles")
+    assert p["analyses"].seconds == pytest.approx(max(TOOK["ablation"], TOOK["l0"] + TOOK["roles"]))
+    assert p["curves"].seconds == pytest.approx(TOOK["curve/random"])
+    assert start == pytest.approx(172.5 - 160.0)
+    assert all(not part.unknown for part in parts)
+
+
+def test_a_visit_at_another_batch_is_quoted_not_used(entries, tmp_path):
+    visit = read_visit(write_visit(tmp_path / "v.tar.gz", entries, 7, TOOK))
+    parts, _ = estimate(entries, [visit])
+    for part in parts:
+        assert part.seconds is None
+        assert all("not measured at this sheet's batch; at batch 7" in j.basis for j in part.jobs if j.kind in TOOK)
+
+
+def test_a_kind_that_timed_out_leaves_its_part_unknown_and_says_where(entries, tmp_path):
+    batch = run_config(next(e for e in entries if kind(e) == "baseline"), PRESET).data.batch_size
+    visit = read_visit(write_visit(tmp_path / "v.tar.gz", entries, batch, TOOK, status={"ablation": "timed_out"}))
+    p = by_name(estimate(entries, [visit])[0])
+    assert p["analyses"].seconds is None and p["analyses"].unknown == ["ablation"]
+    ablation = next(j for j in p["analyses"].jobs if j.kind == "ablation")
+    assert ablation.basis == "timed out at 100 s (v, commit 0123456789ab)"
+    assert p["curves"].seconds is not None, "the other parts keep their estimates"
+
+
+def test_a_later_visit_wins_and_an_l0_run_is_rescaled_to_this_sheets_steps(entries, tmp_path):
+    batch = run_config(next(e for e in entries if kind(e) == "baseline"), PRESET).data.batch_size
+    steps = run_config(next(e for e in entries if kind(e) == "l0"), PRESET).train.steps
+    old = read_visit(write_visit(tmp_path / "old.tar.gz", entries, batch, {**TOOK, "l0": 999.0}))
+    new = read_visit(write_visit(tmp_path / "new.tar.gz", entries, batch, TOOK, steps={"l0": steps - 100}))
+    p = by_name(estimate(entries, [old, new])[0])
+    l0 = next(j for j in p["analyses"].jobs if j.kind == "l0")
+    assert l0.seconds == pytest.approx(TOOK["l0"] + 0.1 * 100)  # the 100 steps more, at the baselines' pace
+
+
+def test_heads_plan_shows_the_visit_part_by_part(entries, tmp_path, capsys):
+    batch = run_config(next(e for e in entries if kind(e) == "baseline"), PRESET).data.batch_size
+    archive = write_visit(tmp_path / "2026-01-01-1.tar.gz", entries, batch, TOOK)
+    assert main(["plan", "--preset", PRESET, "--replications", str(REPLICATIONS), "--visits", str(archive)]) == 0
+    out = capsys.readouterr().out
+    assert "## The GPU visit, part by part (from 2026-01-01-1)" in out
+    assert "| analyses | 15 | 100 | 150 | yes |" in out and "In all" in out and "budget" in out
+    assert main(["plan", "--preset", PRESET, "--replications", str(REPLICATIONS), "--format", "json",
+                 "--visits", str(archive)]) == 0
+    visit = json.loads(capsys.readouterr().out)["visit"]
+    assert [p["name"] for p in visit["parts"]] == ["train", "analyses", "curves", "scratch"]
+    assert visit["start_s"] == pytest.approx(12.5)
+
+
+def test_heads_plan_says_what_is_unknown_without_a_visit(tmp_path, capsys):
+    assert main(["plan", "--preset", PRESET, "--replications", str(REPLICATIONS), "--visits"]) == 0
+    out = capsys.readouterr().out
+    assert "(from no visit yet)" in out and "In all: unknown" in out and "never" not in out
+
+
+def test_a_file_that_is_not_a_visit_is_refused(tmp_path, capsys):
+    bad = tmp_path / "x.tar.gz"
+    with tarfile.open(bad, "w:gz"):
+        pass
+    with pytest.raises(SystemExit):
+        main(["plan", "--preset", PRESET, "--replications", str(REPLICATIONS), "--visits", str(bad)])
+    assert "no record" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="records at the top"):
+        read_visit(tmp_path)
