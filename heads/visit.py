@@ -119,8 +119,10 @@ class Measured:
                                              + ("ok, " if statuses == {"ok"} else "timed out at ") + f"{slowest:g} s")
                 elif statuses == {"ok"}:
                     self.ok[k] = (v, [(label, float(j["seconds"])) for label, j in jobs])
+                    self.ran_out.pop(k, None)  # the latest visit wins, either way
                 elif "timed_out" in statuses:
                     self.ran_out[k] = (v, slowest)
+                    self.ok.pop(k, None)
             train = v.record.get("parts", {}).get("train", {})
             if at == batch and train.get("seconds_per_step") and train.get("ok_all"):
                 self.pace = (v, float(train["seconds_per_step"]), float(train.get("overhead_s", 0.0)))
