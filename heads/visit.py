@@ -46,6 +46,12 @@ class Visit:
     record: dict
     configs: dict[str, dict]  # run label -> config.json
 
+    @property
+    def label(self) -> str:
+        """The visit's name and the device it measured on (an H100's times need not be an H200's)."""
+        device = self.record.get("environment", {}).get("device_name")
+        return f"{self.name} on {device}" if device else self.name
+
 
 def read_visit(path: Path) -> Visit:
     """A visit's archive (``.tar.gz`` of its record, ``runs/`` and ``logs/``) or a folder laid out alike."""

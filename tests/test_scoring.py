@@ -20,7 +20,10 @@ from heads.scoring import (
     similarity_matrices,
     stratified_scores,
 )
+from heads.scoring.evaluate import evaluate_closures, fitting_chunk
+from heads.scoring.losses import FIELDS
 from heads.scoring.registry import _REGISTRY
+from heads.scoring.session import scoring_mode
 from heads.scoring.similarity import SimilarityParams
 from heads.surgery import get_gates, head_layout, install, ones_gates, prune_heads, set_gates, sites
 from heads.surgery.families import family_of
@@ -317,6 +320,29 @@ def test_batched_ablation_equals_a_loop_of_gated_forwards(family):
         closed[row.site][row.position] = 0.0
         with torch.no_grad(), gates(model, closed):
             assert row.delta_loss == pytest.approx(model(**batch).loss.item() - base, abs=1e-5)
+
+
+def test_a_chunk_over_the_logits_budget_takes_more_forwards_with_the_same_numbers(family):
+    """A stacked forward holds at most ``max_logits`` logits (a GPU visit's batch of 512 would otherwise hold
+    ~17 GB per ablation): the batch is repeated fewer times and every closure's stats stay what they were."""
+    model = install(toy(family))
+    batch = batch_for(family)
+    closures = [{site.name: [p]} for site in sites(model) for p in range(2)]
+    sizes: list[int] = []
+    hook = model.register_forward_hook(lambda mod, args, kwargs, out: sizes.append(out.logits.numel()),
+                                       with_kwargs=True)
+    with scoring_mode(model):
+        base, whole = evaluate_closures(model, [batch], closures, chunk=4)
+        per_copy, stacked = sizes[0], max(sizes[1:])
+        assert stacked == 4 * per_copy  # the whole chunk fits the default budget
+        sizes.clear()
+        base_fit, fit = evaluate_closures(model, [batch], closures, chunk=4, max_logits=2 * per_copy + 1)
+    hook.remove()
+    assert max(sizes) == 2 * per_copy and len(sizes) == 1 + -(-len(closures) // 2)
+    for field in FIELDS:
+        assert torch.allclose(getattr(fit, field), getattr(whole, field), atol=1e-5)
+        assert torch.equal(getattr(base_fit, field), getattr(base, field))
+    assert fitting_chunk(8, 10**9) == 1 and fitting_chunk(8, 0) == 8  # never below one copy
 
 
 def test_ablation_significance_separates_useless_from_signal_heads():

@@ -117,7 +117,7 @@ def _visit(args: argparse.Namespace):
     if not entries:
         raise fail(f"plan: the {args.preset} preset runs no {TASK} job for a visit to estimate")
     parts, start = estimate(entries, visits, args.preset)
-    return parts, start, [v.name for v in visits]
+    return parts, start, [v.label for v in visits]
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

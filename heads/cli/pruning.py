@@ -308,6 +308,8 @@ def cmd_ablate(args: argparse.Namespace) -> int:
         "heads": rows,
         "all_but_one": {site: asdict(r) for site, r in others.items()},
         "seconds": seconds.record,
+        # this process's peak (CUDA's allocator; on CPU the resident set): what a GPU visit may run side by side
+        "peak_mem_mb": round(loaded.placement.peak_memory_mb(), 1),
     })
     # the per-example statistic beside the result, written first (the result marks the job done); a BLEU test's
     # significance comes from its bootstrap, not from these, so none is kept for it
@@ -358,7 +360,8 @@ def cmd_curve(args: argparse.Namespace) -> int:
     with loaded.placement.autocast():
         points, per_order = strategy.curves(loaded.model, batches, evaluate, levels)
     record = {"strategy": "iterative", "params": parse_params(args.param), "metric": loaded.task.metric,
-              "points": points, "seconds": seconds.record}
+              "points": points, "seconds": seconds.record,
+              "peak_mem_mb": round(loaded.placement.peak_memory_mb(), 1)}
     if per_order:
         record["per_order"] = per_order
     write_json(args.out, with_identity(args, with_environment(record, loaded.model)))

@@ -15,17 +15,31 @@ from heads.surgery import repeat_batch, set_gates
 # One configuration: site name -> positions (in head_layout order) whose gates are closed.
 Closure = Mapping[str, Sequence[int]]
 
+# Most logits one stacked forward may hold (elements; 2 GiB in float32). The loss then takes as much again
+# (float32 log-probabilities), so a forward's peak is about twice this. The gpu preset's batch of 512 x 64
+# target tokens x 8000 words is 2.1e9 logits at chunk 8: ~17 GB for each of a visit's three ablations, beside
+# its other jobs on one GPU (an H100 holds 80 GB). The small presets' batches keep their whole chunk.
+MAX_LOGITS = 2**29
+
+
+def fitting_chunk(chunk: int, logits_per_copy: int, max_logits: int = MAX_LOGITS) -> int:
+    """How many of ``chunk`` stacked copies one forward takes when each copy's logits are ``logits_per_copy``
+    elements: all of them while they fit ``max_logits``, never fewer than one."""
+    return max(1, min(chunk, max_logits // max(1, logits_per_copy)))
+
 
 @torch.no_grad()
 def evaluate_closures(
-    model: nn.Module, batches: Iterable[Mapping[str, Any]], closures: Sequence[Closure], chunk: int = 8
+    model: nn.Module, batches: Iterable[Mapping[str, Any]], closures: Sequence[Closure], chunk: int = 8,
+    max_logits: int = MAX_LOGITS,
 ) -> tuple[ExampleStats, ExampleStats]:
     """Per-example stats of the baseline ([N]) and of each closure ([M, N]), N = all examples.
 
     Call inside ``scoring_mode``. Closures start from ``base_gates`` (so existing
     masks stay) and are evaluated ``chunk`` at a time: one forward pass of the
     batch repeated ``chunk`` times with stacked gates, which gives the same
-    numbers as one gated forward per closure, only faster.
+    numbers as one gated forward per closure, only faster. A batch whose ``chunk`` copies would hold more than
+    ``max_logits`` logits is repeated fewer times (``fitting_chunk``): the same numbers, in more forwards.
     """
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
@@ -43,10 +57,13 @@ def evaluate_closures(
     for batch in non_empty(batches):
         size = batch["labels"].shape[0]
         set_gates(model, {name: base[name] for name in live})
-        baseline_parts.append(example_stats(model, batch, run(model, batch).logits).cpu())
+        logits = run(model, batch).logits
+        baseline_parts.append(example_stats(model, batch, logits).cpu())
+        step = fitting_chunk(chunk, logits.numel(), max_logits)
+        del logits  # not held through the stacked forwards
         rows = []
-        for start in range(0, len(closures), chunk):
-            group = closures[start : start + chunk]
+        for start in range(0, len(closures), step):
+            group = closures[start : start + step]
             k = len(group)
             stacked = {name: base[name].repeat(k, 1) for name in live}
             for row, closure in enumerate(group):
@@ -59,6 +76,7 @@ def evaluate_closures(
             rows.append(stats.cpu().view(k, size))  # k-major, as repeat_batch lays it out
         if rows:
             closure_parts.append(ExampleStats(*(torch.cat([getattr(r, f) for r in rows]) for f in FIELDS)))
+    set_gates(model, {name: base[name] for name in live})  # the gates it started from, not the last stack
     baseline = ExampleStats.cat(baseline_parts)
     if closure_parts:
         return baseline, ExampleStats.cat(closure_parts)
