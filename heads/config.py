@@ -90,6 +90,11 @@ class TrainConfig:
     workers: int = 0  # threads collating micro-batches ahead of the step (0: in the training loop)
     deterministic: bool = True  # torch's deterministic algorithms (warn-only); on CUDA also a fixed cuBLAS workspace
     keep_checkpoint: bool = True  # false: a finished run's checkpoint keeps only state.json (no weights or moments)
+    # Seconds of training steps (the run's own train_seconds: no start-up, validation or final evaluation) after
+    # which the run ends as if its steps were done: validated, checkpointed, evaluated, its summary saying it
+    # stopped early and after how many steps. For a job under a wall-clock cap (a GPU visit's baselines) that
+    # would otherwise be killed with nothing saved; null: train every step.
+    time_limit: float | None = None
 
 
 @dataclass
@@ -274,6 +279,8 @@ def validate(config: RunConfig) -> None:
     # train); a model from config must train
     if t.steps < (0 if config.model.source != "config" else 1):
         raise ConfigError(f"train.steps: must be >= 1 (>= 0 for a pretrained model.source), got {t.steps}")
+    if t.time_limit is not None and not t.time_limit > 0:
+        raise ConfigError(f"train.time_limit: must be > 0 seconds (or null: no limit), got {t.time_limit}")
     for name in ("log_every", "eval_every", "checkpoint_every", "eval_batches"):
         if getattr(t, name) < 1:
             raise ConfigError(f"train.{name}: must be >= 1, got {getattr(t, name)}")

@@ -72,3 +72,14 @@ def test_a_distributed_checkpoint_resumes_in_one_process(data_root, tmp_path):
     assert killed.returncode != 0, killed.stderr[-3000:]
     summary = train_run(smoke("lm", data_root, *OVERRIDES, "train.device=cpu"), cut)
     assert summary["resumed"] and summary["steps"] == 20 and summary["world_size"] == 1
+
+
+def test_a_time_limit_stops_every_rank_at_the_same_step(data_root, tmp_path):
+    """Rank 0's clock decides when train.time_limit is used up, so both ranks stop after the same step (a rank
+    that stepped on alone would hang in its next collective) and the run ends as a run of that many steps."""
+    run = tmp_path / "run"
+    done = torchrun(run, data_root, ["train.steps=20", "train.time_limit=1e-9"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = __import__("json").loads((run / "summary.json").read_text())
+    assert summary["steps"] == 1 and summary["world_size"] == 2 and summary["stopped"]["of_steps"] == 20
+    assert [r["step"] for r in read_jsonl(run / "metrics.jsonl")] == [0, 1]

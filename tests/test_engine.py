@@ -7,6 +7,7 @@ import pytest
 import torch
 from conftest import heads_train_killed, smoke, untimed
 
+from heads.config import ConfigError
 from heads.io import read_jsonl
 from heads.run import RunConflict, train_run
 from heads.surgery import CheckpointError, head_layout, sites
@@ -139,6 +140,30 @@ def test_finished_run_is_not_redone_and_a_changed_config_is_refused(data_root, t
     assert (tmp_path / "metrics.jsonl").read_text() == before
     with pytest.raises(RunConflict, match="train.lr"):
         train_run(smoke("lm", data_root, "train.steps=10", "train.lr=0.5"), tmp_path)
+
+
+def test_a_time_limit_ends_the_run_as_if_its_steps_were_done(data_root, tmp_path):
+    """train.time_limit: the run stops after the step that uses it up, validated, checkpointed and evaluated
+    like a run of that many steps (the same run, under a schedule that does not read the total), and says so;
+    a resume after its time is used up trains no further."""
+    same = ["train.schedule=inverse_sqrt"]
+    stopped = train_run(smoke("lm", data_root, *same, "train.time_limit=1e-9"), tmp_path / "stopped")
+    one = train_run(smoke("lm", data_root, *same, "train.steps=1"), tmp_path / "one")
+    assert stopped["steps"] == 1 and stopped["stopped"] == {"by": "train.time_limit", "time_limit": 1e-9,
+                                                             "of_steps": 30}
+    assert "stopped" not in one
+    assert stopped["eval"] == one["eval"] and stopped["final_val_loss"] == one["final_val_loss"] is not None
+    metrics = [untimed(read_jsonl(tmp_path / run / "metrics.jsonl")) for run in ("stopped", "one")]
+    assert metrics[0] == metrics[1]
+    assert json.loads((tmp_path / "stopped/checkpoint/state.json").read_text())["step"] == 1
+    # killed between its last checkpoint and its summary: the rerun resumes, finds the time used, trains nothing
+    for name in ("summary.json", "examples.json"):
+        (tmp_path / "stopped" / name).unlink(missing_ok=True)
+    shutil.rmtree(tmp_path / "stopped/model")
+    again = train_run(smoke("lm", data_root, *same, "train.time_limit=1e-9"), tmp_path / "stopped")
+    assert again["resumed"] and again["steps"] == 1 and again["eval"] == stopped["eval"]
+    with pytest.raises(ConfigError, match="train.time_limit: must be > 0"):
+        smoke("lm", data_root, "train.time_limit=0")
 
 
 def test_cls_from_config_trains_with_its_own_tokenizer(data_root, tmp_path):

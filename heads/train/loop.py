@@ -256,7 +256,8 @@ class Trainer:
         self.model.train()
         progress = _progress(t.steps, self.step, enabled=t.progress and self.world.main)
         window_loss, window_n, window_tokens, window_time = 0.0, 0, 0, 0.0
-        while self.step < t.steps:
+        out_of_time = self._out_of_time()  # a resumed run that had used its time trains no further
+        while self.step < t.steps and not out_of_time:
             started, started_cpu = time.perf_counter(), time.process_time()
             loss, tokens = self._step()
             self.step += 1
@@ -274,7 +275,9 @@ class Trainer:
                 hook.on_step_end(self)
             _fault_injection(self.step)
             progress.update(1)
-            evaluate = self.step % t.eval_every == 0 or self.step == t.steps
+            out_of_time = self._out_of_time()
+            last = self.step == t.steps or out_of_time  # validated and checkpointed like the last step
+            evaluate = self.step % t.eval_every == 0 or last
             if self.step % t.log_every == 0 or evaluate:
                 val = self.validation_loss() if evaluate else None
                 self.metrics.write(self._record(window_loss / window_n, val, (window_tokens, window_time)))
@@ -284,14 +287,18 @@ class Trainer:
                 from heads.surgery import save
 
                 save(self.model, self.out / "snapshots" / f"step-{self.step}")
-            if self.step % t.checkpoint_every == 0 or self.step == t.steps:
+            if self.step % t.checkpoint_every == 0 or last:
                 self.save_checkpoint()
         progress.close()
         self.loader.close()
         for hook in self.hooks:
             hook.on_end(self)
+        stopped = {}
+        if self.step < t.steps:  # by train.time_limit (now or before a resume)
+            stopped = {"stopped": {"by": "train.time_limit", "time_limit": t.time_limit, "of_steps": t.steps}}
         return {
             "steps": self.step,
+            **stopped,
             "tokens": self.tokens,
             "train_seconds": self.train_seconds,
             "train_cpu_seconds": self.train_cpu_seconds if math.isfinite(self.train_cpu_seconds) else None,
@@ -304,6 +311,12 @@ class Trainer:
             "warmup_end": first_action(read_jsonl(self.events.path, torn_tail_ok=True))
             if self.world.main and self.events.path.is_file() else None,
         }
+
+    def _out_of_time(self) -> bool:
+        """Whether ``train.time_limit`` is used up; rank 0's clock decides for every rank (their steps must
+        agree, or the next collective hangs)."""
+        limit = self.cfg.train.time_limit
+        return limit is not None and bool(dist.broadcast(self.world, self.train_seconds >= limit))
 
     def _forward_model(self) -> nn.Module:
         """The model as a step runs it: under DDP in a distributed run, compiled when asked. Built again after
