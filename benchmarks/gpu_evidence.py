@@ -44,7 +44,19 @@ sys.path.insert(0, str(ROOT))
 
 from heads.report.collect import read_jsonl_tolerant  # noqa: E402
 from heads.sheet import RunSpec, build, command_line, dag_for, layered  # noqa: E402
-from heads.visit import BUDGET_S, CAPS, PARALLEL, PARTS, PRESET, RECORD, RESERVE_S, TASK, part_of  # noqa: E402
+from heads.visit import (  # noqa: E402
+    BUDGET_S,
+    CAPS,
+    PARALLEL,
+    PARTS,
+    PRESET,
+    RECORD,
+    RESERVE_S,
+    TASK,
+    TRAIN_ALLOWANCE_S,
+    part_of,
+    train_time_limit,
+)
 
 # the CPU miniature: the same sheet and commands on a model and data that run in minutes on two cores
 MINI = {
@@ -101,6 +113,7 @@ class Visit:
         self.args = args
         self.runs = Path(args.runs)
         self.sps, self.overhead = 0.0, 0.0  # seconds per step side by side and a job's other seconds
+        self.stopped_early = 0  # baselines that train.time_limit ended before their steps
         self.logs = self.runs.parent / "logs"
         self.start = time.monotonic()
         self.record: dict = {"preset": PRESET, "scale": args.scale, "budget_s": args.budget,
@@ -181,7 +194,7 @@ class Visit:
         part = {"cap_s": round(cap), "seconds": round(time.monotonic() - began, 1), "jobs": len(jobs),
                 **{s: statuses.count(s) for s in sorted(set(statuses))}}
         part["ok_all"] = all(s == "ok" for s in statuses)
-        self.record["parts"][name] = part
+        self.record["parts"][name] = {**self.record["parts"].get(name, {}), **part}  # what was set before it ran
         print(f"# {name}: {part}", flush=True)
         self.save()
         return part
@@ -257,11 +270,37 @@ class Visit:
                 s = json.loads(path.read_text())
                 per_step.append(s["train_seconds"] / max(s["steps"], 1))
                 overhead.append(j.record["seconds"] - s["train_seconds"])
+                if s.get("stopped"):
+                    j.record["steps"] = s["steps"]  # of the sheet's: what the time limit left
+                    self.stopped_early += 1
         if per_step:
             self.sps, self.overhead = max(per_step), max(overhead)
             self.record["parts"]["train"].update(seconds_per_step=round(self.sps, 4),
-                                                 overhead_s=round(self.overhead, 1))
+                                                 overhead_s=round(self.overhead, 1),
+                                                 stopped_early=self.stopped_early)
+            for j in jobs:
+                self.record["jobs"][j.entry.label].update(j.record)
             self.save()
+
+    def not_scratch(self, jobs: list[Job], cap: float) -> tuple[dict, str] | None:
+        """Why the scratch part does not start (its record, each job's reason), or None. C3 compares the layout
+        trained from scratch with the baselines' steps plus L0's, so not after a baseline stopped early; and a
+        run that cannot finish is not started (its claim then says the run is missing)."""
+        if self.stopped_early:
+            return ({"reason": f"{self.stopped_early} baseline(s) stopped at their time limit, short of the steps "
+                               "the from-scratch run is sized to match"}, "the baselines stopped early")
+        if self.args.scale != "mini":
+            need = self.overhead + self.sps * max(
+                (j.entry.config.get("train", {}).get("steps", 0) for j in jobs), default=0)
+            if need > cap:
+                return {"estimate_s": round(need), "left_s": round(cap)}, "the visit's budget does not hold it"
+        return None
+
+    def skip(self, name: str, jobs: list[Job], part: dict, reason: str) -> None:
+        self.record["parts"][name] = {"skipped": True, "jobs": len(jobs), **part}
+        for j in jobs:
+            self.record["jobs"][j.entry.label] = {"part": name, "status": "not_started", "reason": reason}
+        self.save()
 
     # -- records ----------------------------------------------------------------------------------------------
     def save(self) -> None:
@@ -286,17 +325,15 @@ class Visit:
         for name in self.args.parts.split(","):
             jobs = [self.job(e) for e in sheet.runs.values() if part_of(e) == name and e.task == TASK]
             cap = min(self.cap(name) if name in CAPS else self.left(), self.left() - self.args.reserve)
-            if name == "scratch" and self.args.scale != "mini":
-                need = self.overhead + self.sps * max(
-                    (j.entry.config.get("train", {}).get("steps", 0) for j in jobs), default=0)
-                if need > cap:  # a run that cannot finish is not started: its claim says it is missing
-                    self.record["parts"][name] = {"skipped": True, "jobs": len(jobs), "estimate_s": round(need),
-                                                  "left_s": round(cap)}
-                    for j in jobs:
-                        self.record["jobs"][j.entry.label] = {"part": name, "status": "not_started",
-                                                              "reason": "the visit's budget does not hold it"}
-                    self.save()
-                    continue
+            if name == "train":  # each baseline ends inside the cap, with fewer steps if it must, not killed
+                limit = train_time_limit(cap, TRAIN_ALLOWANCE_S * (MINI_CAPS if self.args.scale == "mini" else 1))
+                if limit is not None:
+                    jobs = [replace(j, command=f"{j.command} train.time_limit={limit:g}") for j in jobs]
+                    self.record["parts"]["train"] = {"time_limit_s": limit}
+            why = self.not_scratch(jobs, cap) if name == "scratch" else None
+            if why is not None:
+                self.skip(name, jobs, *why)
+                continue
             self.run_part(name, jobs, cap)
             if name == "train":
                 self.pace(jobs)
@@ -384,8 +421,12 @@ def summarize(archives: list[Path]) -> str:
                                     ("ok", "failed", "timed_out", "skipped", "not_started"))
                 if part.get("seconds_per_step"):
                     outcome += f"; {part['seconds_per_step']} s a step side by side"
+                if part.get("time_limit_s"):
+                    outcome += (f"; train.time_limit {part['time_limit_s']} s, "
+                                f"{part.get('stopped_early', 0)} stopped by it")
                 if part.get("skipped") is True:
-                    outcome = f"not started: estimated {part.get('estimate_s')} s, {part.get('left_s')} s left"
+                    outcome = "not started: " + (part.get("reason") or f"estimated {part.get('estimate_s')} s, "
+                                                                       f"{part.get('left_s')} s left")
                 lines.append(f"| {name} | {part.get('jobs')} | {outcome} | {part.get('seconds', '-')} | "
                              f"{part.get('cap_s', '-')} |")
             lines += ["", "| baseline | steps | pairs a step | s a step | BLEU (test, beam) | chrF | val loss |",
@@ -394,7 +435,8 @@ def summarize(archives: list[Path]) -> str:
                 s = json.loads(summary.read_text())
                 cfg = json.loads((summary.parent / "config.json").read_text())
                 ev = s.get("eval") or {}
-                lines.append(f"| {summary.parent.name} | {s['steps']} | {cfg['data']['batch_size']} | "
+                steps = f"{s['steps']} of {s['stopped']['of_steps']}" if s.get("stopped") else s["steps"]
+                lines.append(f"| {summary.parent.name} | {steps} | {cfg['data']['batch_size']} | "
                              f"{s['train_seconds'] / max(s['steps'], 1):.3f} | {s['value']:.2f} "
                              f"(beam {cfg['eval']['beams']}) | {ev.get('chrf', float('nan')):.1f} | "
                              f"{s['final_val_loss']:.3f} |")

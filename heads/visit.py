@@ -3,8 +3,8 @@ should take, from what earlier visits measured (the archives they brought back, 
 
 An estimate comes only from a measurement: a job kind (baseline, l0, roles, ablation, curve/importance, ...)
 that finished in a visit is expected to take what it took there (training jobs rescaled to this sheet's steps
-by the pace the baselines measured); one that never finished has no estimate, and the part holding it says so,
-with the cap it ran out of. A part's estimate is its jobs run as the visit runs them: ``parallel`` at a time,
+by the pace the baselines measured, and a baseline's capped by the ``train.time_limit`` the visit gives it); one
+that never finished has no estimate, and the part holding it says so, with the cap it ran out of. A part's estimate is its jobs run as the visit runs them: ``parallel`` at a time,
 each after the runs it needs.
 """
 
@@ -24,6 +24,16 @@ PARTS = ("train", "analyses", "curves", "scratch")
 BUDGET_S, RESERVE_S, PARALLEL = 560.0, 15.0, 9  # the script's defaults: all parts, kept back, jobs side by side
 RECORD = "gpu_evidence.json"  # the visit's record, at the top of its archive
 PACED = ("baseline", "scratch")  # training jobs that run as the baselines' pace was measured: seeds, alone
+# train's cap less the baselines' train.time_limit: their start-up, validations and final evaluation (25 s on
+# an H200, the second visit), with room for a slower device. A baseline then ends inside the cap, with fewer
+# steps if it must, instead of being killed with nothing saved.
+TRAIN_ALLOWANCE_S = 40.0
+
+
+def train_time_limit(cap: float, allowance: float = TRAIN_ALLOWANCE_S) -> float | None:
+    """The baselines' ``train.time_limit`` in a train part capped at ``cap`` seconds (None: no room for one)."""
+    limit = cap - allowance
+    return round(limit, 1) if limit > 0 else None
 
 
 def part_of(e: RunSpec) -> str:
@@ -139,8 +149,12 @@ class Measured:
         # l0 run among the analyses' nine processes (the first visit's took a third longer than the pace says)
         if k in PACED and self.pace and steps and (k == "baseline" or k not in self.ok):
             v, per_step, overhead = self.pace
-            return JobEstimate(e.label, k, overhead + per_step * steps,
-                               f"{per_step:g} s a step x {steps} + {overhead:g} s (baselines' pace, {v.name})")
+            basis = f"{per_step:g} s a step x {steps} + {overhead:g} s (baselines' pace, {v.name})"
+            limit = train_time_limit(CAPS["train"]) if k == "baseline" else None
+            if limit is not None and per_step * steps > limit:  # the visit ends them at their time limit
+                return JobEstimate(e.label, k, overhead + limit, f"{basis}; stopped by train.time_limit={limit:g} "
+                                                                 f"after ~{int(limit / per_step)} steps")
+            return JobEstimate(e.label, k, overhead + per_step * steps, basis)
         if k in self.ok:
             v, jobs = self.ok[k]
             seconds = max(s for _, s in jobs)

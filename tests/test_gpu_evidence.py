@@ -66,6 +66,33 @@ def test_the_archive_keeps_records_and_leaves_weights_out(tmp_path):
     assert not dest.with_name(dest.name + ".tmp").exists()
 
 
+def test_a_baseline_stopped_by_its_time_limit_is_recorded_and_holds_back_scratch(tmp_path):
+    """The train part's baselines end at train.time_limit rather than be killed at the cap; one that did says
+    how many steps it trained, and C3's from-scratch run (sized to the baselines' steps plus L0's) then does not
+    start, saying why."""
+    visit = ge.Visit(_args(tmp_path))
+    sheet = visit.sheet(1200)
+    jobs = [visit.job(e) for e in sheet.runs.values() if ge.part_of(e) == "train"]
+    visit.record["parts"]["train"] = {"time_limit_s": 270.0}
+    for i, j in enumerate(jobs):
+        run = Path(visit.runs) / j.entry.label
+        run.mkdir(parents=True)
+        stopped = {"stopped": {"by": "train.time_limit", "time_limit": 270.0, "of_steps": 1200}} if i == 0 else {}
+        (run / "summary.json").write_text(json.dumps({"steps": 1100 if i == 0 else 1200, "train_seconds": 270.0,
+                                                      **stopped}))
+        j.record = {"status": "ok", "seconds": 290.0}
+        visit.record["jobs"][j.entry.label] = {"part": "train", **j.record}
+    visit.pace(jobs)
+    train = visit.record["parts"]["train"]
+    assert train["stopped_early"] == 1 and train["time_limit_s"] == 270.0 and train["overhead_s"] == 20.0
+    assert visit.record["jobs"][jobs[0].entry.label]["steps"] == 1100
+    scratch = [visit.job(e) for e in sheet.runs.values() if ge.part_of(e) == "scratch"]
+    part, reason = visit.not_scratch(scratch, cap=1000.0)
+    assert reason == "the baselines stopped early" and "1 baseline(s) stopped" in part["reason"]
+    visit.stopped_early = 0
+    assert visit.not_scratch(scratch, cap=1000.0) is None  # the miniature runs it whatever the estimate
+
+
 def _args(tmp_path: Path):
     import argparse
 
@@ -95,6 +122,9 @@ def test_the_cpu_miniature_runs_every_part_and_renders_a_ledger(tmp_path):
     assert not [n for n in names if n.endswith(ge.WEIGHTS)]
     config = json.loads((tmp_path / "runs/mt/baseline/none/0.0/seed0/config.json").read_text())
     assert config["train"]["steps"] == ge.MINI_STEPS and config["train"]["device"] == "cpu"
+    # the baselines carry the train part's time limit (too long to stop the miniature's 30 steps)
+    assert config["train"]["time_limit"] == record["parts"]["train"]["time_limit_s"] > 0
+    assert record["parts"]["train"]["stopped_early"] == 0
 
     results = tmp_path / "results"
     assert ge.main(["--render", "--runs", str(tmp_path / "runs"), "--results", str(results)]) == 0

@@ -14,7 +14,19 @@ import pytest
 from heads.cli import main
 from heads.plan import run_config
 from heads.sheet import build, dag_for
-from heads.visit import PRESET, TASK, JobEstimate, estimate, kind, part_of, read_visit, schedule
+from heads.visit import (
+    CAPS,
+    PRESET,
+    TASK,
+    TRAIN_ALLOWANCE_S,
+    JobEstimate,
+    estimate,
+    kind,
+    part_of,
+    read_visit,
+    schedule,
+    train_time_limit,
+)
 
 REPLICATIONS = Path(__file__).resolve().parent.parent / "replications"
 # what each kind took in the synthetic visit below, seconds
@@ -108,6 +120,34 @@ def test_a_later_visit_wins_and_an_l0_run_is_rescaled_to_this_sheets_steps(entri
     p = by_name(estimate(entries, [old, new])[0])
     l0 = next(j for j in p["analyses"].jobs if j.kind == "l0")
     assert l0.seconds == pytest.approx(TOOK["l0"] + 0.1 * 100)  # the 100 steps more, at the baselines' pace
+
+
+def test_baselines_slower_than_their_time_limit_are_estimated_at_it(entries, tmp_path):
+    """A pace that would not finish the steps in train's cap is estimated as the visit runs it: the baselines
+    end at train.time_limit, after the steps it holds, and the basis says so."""
+    batch = run_config(next(e for e in entries if kind(e) == "baseline"), PRESET).data.batch_size
+    archive = write_visit(tmp_path / "v.tar.gz", entries, batch, TOOK)
+    record_pace(archive, seconds_per_step=1.0)
+    p = by_name(estimate(entries, [read_visit(archive)])[0])
+    limit = train_time_limit(CAPS["train"])
+    assert limit == CAPS["train"] - TRAIN_ALLOWANCE_S
+    assert p["train"].seconds == pytest.approx(20.0 + limit) and p["train"].seconds <= CAPS["train"]
+    assert f"stopped by train.time_limit={limit:g} after ~{int(limit)} steps" in p["train"].jobs[0].basis
+    assert train_time_limit(30.0) is None  # no room for one: the runs go uncapped (and the part's cap kills)
+
+
+def record_pace(archive: Path, seconds_per_step: float) -> None:
+    """Rewrite a synthetic visit's measured pace."""
+    with tarfile.open(archive) as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar}
+    record = json.loads(members["gpu_evidence.json"])
+    record["parts"]["train"]["seconds_per_step"] = seconds_per_step
+    members["gpu_evidence.json"] = json.dumps(record).encode()
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, raw in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(raw)
+            tar.addfile(info, io.BytesIO(raw))
 
 
 def test_heads_plan_shows_the_visit_part_by_part(entries, tmp_path, capsys):
