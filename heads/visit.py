@@ -4,8 +4,8 @@ should take, from what earlier visits measured (the archives they brought back, 
 An estimate comes only from a measurement: a job kind (baseline, l0, roles, ablation, curve/importance, ...)
 that finished in a visit is expected to take what it took there (training jobs rescaled to this sheet's steps
 by the pace the baselines measured, and a baseline's capped by the ``train.time_limit`` the visit gives it); one
-that never finished has no estimate, and the part holding it says so, with the cap it ran out of. A part's estimate is its jobs run as the visit runs them: ``parallel`` at a time,
-each after the runs it needs.
+that never finished has no estimate, and the part holding it says so, with the cap it ran out of. A part's
+estimate is its jobs run as the visit runs them: ``parallel`` at a time, each after the runs it needs.
 """
 
 from __future__ import annotations

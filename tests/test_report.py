@@ -695,6 +695,20 @@ def test_a_stated_choice_is_said_in_the_ledger_note(tmp_path):
     assert evaluate(claim, tree).note.endswith("our choice: a 1 % band, ours")
 
 
+def test_a_run_stopped_by_its_time_limit_is_said_in_its_tasks_claims(tmp_path):
+    """train.time_limit ends a run short of its steps (a GPU visit's baselines on a slow device): every claim on
+    that task says which runs trained less than their config says; another task's claims do not."""
+    root = make_tree(tmp_path)
+    path = root / "lm/baseline/none/0.0/seed1/summary.json"
+    summary = json.loads(path.read_text())
+    path.write_text(json.dumps({**summary, "steps": 350,
+                                "stopped": {"by": "train.time_limit", "time_limit": 270.0, "of_steps": 400}}))
+    tree = RunTree(root)
+    note = "stopped by train.time_limit short of their steps: lm/baseline/none/0.0/seed1 after 350 of 400"
+    assert note in evaluate(_claim(kind="value", a={**BASE, "field": "final_val_loss"}), tree).note
+    assert "time_limit" not in evaluate(_claim(kind="value", task="mt", a={**BASE, "field": "value"}), tree).note
+
+
 @pytest.mark.parametrize(("spec", "expected", "note"), [
     # a clear effect on the claimed side
     ({"kind": "value", "a": {**BASE, "field": "final_val_loss"}}, "supported", ""),

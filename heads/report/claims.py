@@ -233,7 +233,7 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     est = _estimate(claim, per_seed, a, b)
     failed = [msg for s in sides for _, msg in sorted(s.failed.items())]
     unmeasured = [m for s in sides for m in s.missing] + unpaired
-    notes = [n for s in sides for n in s.notes]
+    notes = [n for s in sides for n in s.notes] + _stopped_early(tree, claim.task)
     decision, tested, resolved = Decision(INCONCLUSIVE), False, False
     # equal counts are tested over one seed's units only where the examples did not resample them (their spread
     # is the examples', units sharing one test set are not independent trials)
@@ -294,6 +294,14 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
                        method_used=METHOD_BINOMIAL if binomial else (
                            (METHOD_EXAMPLES if est.examples else METHOD)[claim.test] + AT_RESOLUTION
                            if resolved else ""))
+
+
+def _stopped_early(tree: RunTree, task: str) -> list[str]:
+    """The task's training runs that train.time_limit ended short of their steps (a GPU visit's baselines on a
+    slow device): the claim's models trained less than their config says, which the ledger says."""
+    stopped = [f"{r.name} after {r.summary.get('steps')} of {r.summary['stopped'].get('of_steps')}"
+               for r in tree.runs if r.task == task and isinstance(r.summary.get("stopped"), dict)]
+    return [f"stopped by train.time_limit short of their steps: {_short(stopped)}"] if stopped else []
 
 
 def _effect_brackets(claim: Claim, per_seed: dict[int, float], a: SeedValues,
