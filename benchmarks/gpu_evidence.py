@@ -53,9 +53,8 @@ from heads.visit import (  # noqa: E402
     RECORD,
     RESERVE_S,
     TASK,
-    TRAIN_ALLOWANCE_S,
     part_of,
-    train_time_limit,
+    time_limit,
 )
 
 # the CPU miniature: the same sheet and commands on a model and data that run in minutes on two cores
@@ -113,7 +112,7 @@ class Visit:
         self.args = args
         self.runs = Path(args.runs)
         self.sps, self.overhead = 0.0, 0.0  # seconds per step side by side and a job's other seconds
-        self.stopped_early = 0  # baselines that train.time_limit ended before their steps
+        self.stopped_early = 0  # training runs that train.time_limit ended before their steps
         self.logs = self.runs.parent / "logs"
         self.start = time.monotonic()
         self.record: dict = {"preset": PRESET, "scale": args.scale, "budget_s": args.budget,
@@ -270,25 +269,35 @@ class Visit:
                 s = json.loads(path.read_text())
                 per_step.append(s["train_seconds"] / max(s["steps"], 1))
                 overhead.append(j.record["seconds"] - s["train_seconds"])
-                if s.get("stopped"):
-                    j.record["steps"] = s["steps"]  # of the sheet's: what the time limit left
-                    self.stopped_early += 1
         if per_step:
             self.sps, self.overhead = max(per_step), max(overhead)
             self.record["parts"]["train"].update(seconds_per_step=round(self.sps, 4),
-                                                 overhead_s=round(self.overhead, 1),
-                                                 stopped_early=self.stopped_early)
-            for j in jobs:
-                self.record["jobs"][j.entry.label].update(j.record)
+                                                 overhead_s=round(self.overhead, 1))
+            self.save()
+
+    def count_stopped(self, name: str, jobs: list[Job]) -> None:
+        """The part's training runs that their time limit ended short of their steps: each job's record gets
+        the steps it trained, the part's how many stopped."""
+        stopped = 0
+        for j in jobs:
+            path = self.runs / j.entry.label / "summary.json"
+            if j.entry.command == "train" and j.record.get("status") == "ok" and path.is_file():
+                s = json.loads(path.read_text())
+                if s.get("stopped"):
+                    stopped += 1
+                    self.record["jobs"][j.entry.label]["steps"] = s["steps"]  # of the sheet's: what the limit left
+        self.stopped_early += stopped
+        if "time_limit_s" in self.record["parts"].get(name, {}):
+            self.record["parts"][name]["stopped_early"] = stopped
             self.save()
 
     def not_scratch(self, jobs: list[Job], cap: float) -> tuple[dict, str] | None:
         """Why the scratch part does not start (its record, each job's reason), or None. C3 compares the layout
-        trained from scratch with the baselines' steps plus L0's, so not after a baseline stopped early; and a
-        run that cannot finish is not started (its claim then says the run is missing)."""
+        trained from scratch with the baselines' steps plus L0's, so not after either stopped early; and a run
+        that cannot finish is not started (its claim then says the run is missing)."""
         if self.stopped_early:
-            return ({"reason": f"{self.stopped_early} baseline(s) stopped at their time limit, short of the steps "
-                               "the from-scratch run is sized to match"}, "the baselines stopped early")
+            return ({"reason": f"{self.stopped_early} training run(s) stopped at their time limit, short of the "
+                               "steps the from-scratch run is sized to match"}, "a run it matches stopped early")
         if self.args.scale != "mini":
             need = self.overhead + self.sps * max(
                 (j.entry.config.get("train", {}).get("steps", 0) for j in jobs), default=0)
@@ -325,16 +334,18 @@ class Visit:
         for name in self.args.parts.split(","):
             jobs = [self.job(e) for e in sheet.runs.values() if part_of(e) == name and e.task == TASK]
             cap = min(self.cap(name) if name in CAPS else self.left(), self.left() - self.args.reserve)
-            if name == "train":  # each baseline ends inside the cap, with fewer steps if it must, not killed
-                limit = train_time_limit(cap, TRAIN_ALLOWANCE_S * (MINI_CAPS if self.args.scale == "mini" else 1))
-                if limit is not None:
-                    jobs = [replace(j, command=f"{j.command} train.time_limit={limit:g}") for j in jobs]
-                    self.record["parts"]["train"] = {"time_limit_s": limit}
+            # the part's training runs end inside its cap, with fewer steps if they must, rather than be killed
+            limit = time_limit(name, cap, MINI_CAPS if self.args.scale == "mini" else 1)
+            if limit is not None:
+                jobs = [replace(j, command=f"{j.command} train.time_limit={limit:g}") if j.entry.command == "train"
+                        else j for j in jobs]
+                self.record["parts"][name] = {"time_limit_s": limit}
             why = self.not_scratch(jobs, cap) if name == "scratch" else None
             if why is not None:
                 self.skip(name, jobs, *why)
                 continue
             self.run_part(name, jobs, cap)
+            self.count_stopped(name, jobs)
             if name == "train":
                 self.pace(jobs)
         self.record["ok_all"] = all(p.get("ok_all", False) for p in self.record["parts"].values())

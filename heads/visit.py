@@ -24,15 +24,20 @@ PARTS = ("train", "analyses", "curves", "scratch")
 BUDGET_S, RESERVE_S, PARALLEL = 560.0, 15.0, 9  # the script's defaults: all parts, kept back, jobs side by side
 RECORD = "gpu_evidence.json"  # the visit's record, at the top of its archive
 PACED = ("baseline", "scratch")  # training jobs that run as the baselines' pace was measured: seeds, alone
-# train's cap less the baselines' train.time_limit: their start-up, validations and final evaluation (25 s on
-# an H200, the second visit), with room for a slower device. A baseline then ends inside the cap, with fewer
-# steps if it must, instead of being killed with nothing saved.
-TRAIN_ALLOWANCE_S = 40.0
+# What a part keeps back from its cap when it gives its training runs train.time_limit: their start-up,
+# validations and final evaluation (25 s for the baselines on an H200, the second visit), with room for a
+# slower device; in analyses also the roles job that runs after each L0 run (27 s at batch 128, the first
+# visit). A run then ends inside its part's cap, with fewer steps if it must, instead of being killed with
+# nothing saved. Scratch gets none: C3 compares it at the steps it is sized to, and it starts only if it fits.
+ALLOWANCE_S = {"train": 40.0, "analyses": 75.0}
 
 
-def train_time_limit(cap: float, allowance: float = TRAIN_ALLOWANCE_S) -> float | None:
-    """The baselines' ``train.time_limit`` in a train part capped at ``cap`` seconds (None: no room for one)."""
-    limit = cap - allowance
+def time_limit(part: str, cap: float, scale: float = 1.0) -> float | None:
+    """``train.time_limit`` for the training runs of ``part`` when it is capped at ``cap`` seconds (``scale``:
+    the miniature's longer caps); None where the part gives none or has no room for one."""
+    if part not in ALLOWANCE_S:
+        return None
+    limit = cap - ALLOWANCE_S[part] * scale
     return round(limit, 1) if limit > 0 else None
 
 
@@ -150,7 +155,7 @@ class Measured:
         if k in PACED and self.pace and steps and (k == "baseline" or k not in self.ok):
             v, per_step, overhead = self.pace
             basis = f"{per_step:g} s a step x {steps} + {overhead:g} s (baselines' pace, {v.name})"
-            limit = train_time_limit(CAPS["train"]) if k == "baseline" else None
+            limit = time_limit("train", CAPS["train"]) if k == "baseline" else None
             if limit is not None and per_step * steps > limit:  # the visit ends them at their time limit
                 return JobEstimate(e.label, k, overhead + limit, f"{basis}; stopped by train.time_limit={limit:g} "
                                                                  f"after ~{int(limit / per_step)} steps")

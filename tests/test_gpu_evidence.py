@@ -67,8 +67,8 @@ def test_the_archive_keeps_records_and_leaves_weights_out(tmp_path):
 
 
 def test_a_baseline_stopped_by_its_time_limit_is_recorded_and_holds_back_scratch(tmp_path):
-    """The train part's baselines end at train.time_limit rather than be killed at the cap; one that did says
-    how many steps it trained, and C3's from-scratch run (sized to the baselines' steps plus L0's) then does not
+    """A part's training runs end at train.time_limit rather than be killed at its cap; one that did says how
+    many steps it trained, and C3's from-scratch run (sized to the baselines' steps plus L0's) then does not
     start, saying why."""
     visit = ge.Visit(_args(tmp_path))
     sheet = visit.sheet(1200)
@@ -82,13 +82,14 @@ def test_a_baseline_stopped_by_its_time_limit_is_recorded_and_holds_back_scratch
                                                       **stopped}))
         j.record = {"status": "ok", "seconds": 290.0}
         visit.record["jobs"][j.entry.label] = {"part": "train", **j.record}
+    visit.count_stopped("train", jobs)
     visit.pace(jobs)
     train = visit.record["parts"]["train"]
     assert train["stopped_early"] == 1 and train["time_limit_s"] == 270.0 and train["overhead_s"] == 20.0
     assert visit.record["jobs"][jobs[0].entry.label]["steps"] == 1100
     scratch = [visit.job(e) for e in sheet.runs.values() if ge.part_of(e) == "scratch"]
     part, reason = visit.not_scratch(scratch, cap=1000.0)
-    assert reason == "the baselines stopped early" and "1 baseline(s) stopped" in part["reason"]
+    assert reason == "a run it matches stopped early" and "1 training run(s) stopped" in part["reason"]
     visit.stopped_early = 0
     assert visit.not_scratch(scratch, cap=1000.0) is None  # the miniature runs it whatever the estimate
 
@@ -122,9 +123,11 @@ def test_the_cpu_miniature_runs_every_part_and_renders_a_ledger(tmp_path):
     assert not [n for n in names if n.endswith(ge.WEIGHTS)]
     config = json.loads((tmp_path / "runs/mt/baseline/none/0.0/seed0/config.json").read_text())
     assert config["train"]["steps"] == ge.MINI_STEPS and config["train"]["device"] == "cpu"
-    # the baselines carry the train part's time limit (too long to stop the miniature's 30 steps)
+    # the baselines and the L0 runs carry their part's time limit (too long to stop the miniature's few steps)
     assert config["train"]["time_limit"] == record["parts"]["train"]["time_limit_s"] > 0
-    assert record["parts"]["train"]["stopped_early"] == 0
+    l0 = json.loads((tmp_path / "runs/mt/l0/lam0.05/0.0/seed0/config.json").read_text())
+    assert l0["train"]["time_limit"] == record["parts"]["analyses"]["time_limit_s"] > 0
+    assert record["parts"]["train"]["stopped_early"] == record["parts"]["analyses"]["stopped_early"] == 0
 
     results = tmp_path / "results"
     assert ge.main(["--render", "--runs", str(tmp_path / "runs"), "--results", str(results)]) == 0

@@ -15,17 +15,17 @@ from heads.cli import main
 from heads.plan import run_config
 from heads.sheet import build, dag_for
 from heads.visit import (
+    ALLOWANCE_S,
     CAPS,
     PRESET,
     TASK,
-    TRAIN_ALLOWANCE_S,
     JobEstimate,
     estimate,
     kind,
     part_of,
     read_visit,
     schedule,
-    train_time_limit,
+    time_limit,
 )
 
 REPLICATIONS = Path(__file__).resolve().parent.parent / "replications"
@@ -129,11 +129,13 @@ def test_baselines_slower_than_their_time_limit_are_estimated_at_it(entries, tmp
     archive = write_visit(tmp_path / "v.tar.gz", entries, batch, TOOK)
     record_pace(archive, seconds_per_step=1.0)
     p = by_name(estimate(entries, [read_visit(archive)])[0])
-    limit = train_time_limit(CAPS["train"])
-    assert limit == CAPS["train"] - TRAIN_ALLOWANCE_S
+    limit = time_limit("train", CAPS["train"])
+    assert limit == CAPS["train"] - ALLOWANCE_S["train"]
     assert p["train"].seconds == pytest.approx(20.0 + limit) and p["train"].seconds <= CAPS["train"]
     assert f"stopped by train.time_limit={limit:g} after ~{int(limit)} steps" in p["train"].jobs[0].basis
-    assert train_time_limit(30.0) is None  # no room for one: the runs go uncapped (and the part's cap kills)
+    assert time_limit("train", 30.0) is None  # no room for one: the runs go uncapped (and the part's cap kills)
+    assert time_limit("scratch", 300.0) is None  # C3 compares scratch at its sized steps: it gets none
+    assert time_limit("analyses", CAPS["analyses"]) == CAPS["analyses"] - ALLOWANCE_S["analyses"]
 
 
 def record_pace(archive: Path, seconds_per_step: float) -> None:
