@@ -193,7 +193,9 @@ class Visit:
         part = {"cap_s": round(cap), "seconds": round(time.monotonic() - began, 1), "jobs": len(jobs),
                 **{s: statuses.count(s) for s in sorted(set(statuses))}}
         part["ok_all"] = all(s == "ok" for s in statuses)
-        self.record["parts"][name] = {**self.record["parts"].get(name, {}), **part}  # what was set before it ran
+        # beside what was set before it ran (its time limit); the record's own dict, which callers add to
+        part = self.record["parts"].setdefault(name, {}) | part
+        self.record["parts"][name] = part
         print(f"# {name}: {part}", flush=True)
         self.save()
         return part
