@@ -43,8 +43,11 @@ def hooks_for(cfg: RunConfig) -> list[Hook]:
 
 # Keys that change what is shown or where the run runs, never what it computes (beyond the float tolerance of
 # another device): a resume with another value is the same run (a GPU run may resume on a CPU, and back).
+# train.time_limit is the budget of one call, not the run: a run stopped by it is finished whatever limit a
+# later call gives (its summary says where it stopped), and an unfinished one resumes under the new limit.
 NOT_THE_RUN = (
     "train.progress", "train.device", "train.threads", "train.compile", "train.workers", "train.keep_checkpoint",
+    "train.time_limit",
 )
 
 

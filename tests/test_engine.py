@@ -162,8 +162,34 @@ def test_a_time_limit_ends_the_run_as_if_its_steps_were_done(data_root, tmp_path
     shutil.rmtree(tmp_path / "stopped/model")
     again = train_run(smoke("lm", data_root, *same, "train.time_limit=1e-9"), tmp_path / "stopped")
     assert again["resumed"] and again["steps"] == 1 and again["eval"] == stopped["eval"]
+    # the limit is one call's budget, not the run: a later call with another finds the run finished
+    assert train_run(smoke("lm", data_root, *same), tmp_path / "stopped") == again
     with pytest.raises(ConfigError, match="train.time_limit: must be > 0"):
         smoke("lm", data_root, "train.time_limit=0")
+
+
+def test_a_time_limit_mid_run_stops_between_logs_and_checkpoints(data_root, tmp_path, monkeypatch):
+    """On a clock where every step takes one second, a limit of 12.5 s ends the run after step 13 (neither a
+    log, an evaluation nor a checkpoint step): it is logged, validated and checkpointed there, and equals a run
+    of 13 steps; a limit the steps use up exactly at their end is no stop."""
+    import types
+
+    from heads.train import loop
+
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(loop, "time", types.SimpleNamespace(perf_counter=lambda: float(next(ticks)),
+                                                             process_time=loop.time.process_time,
+                                                             time=loop.time.time))
+    same = ["train.schedule=inverse_sqrt"]
+    stopped = train_run(smoke("lm", data_root, *same, "train.time_limit=12.5"), tmp_path / "stopped")
+    thirteen = train_run(smoke("lm", data_root, *same, "train.steps=13"), tmp_path / "thirteen")
+    assert stopped["steps"] == 13 and stopped["stopped"]["of_steps"] == 30
+    assert stopped["eval"] == thirteen["eval"]
+    metrics = [untimed(read_jsonl(tmp_path / run / "metrics.jsonl")) for run in ("stopped", "thirteen")]
+    assert metrics[0] == metrics[1] and metrics[0][-1]["step"] == 13 and metrics[0][-1]["val_loss"] is not None
+    assert json.loads((tmp_path / "stopped/checkpoint/state.json").read_text())["step"] == 13
+    whole = train_run(smoke("lm", data_root, *same, "train.time_limit=30"), tmp_path / "whole")
+    assert whole["steps"] == 30 and "stopped" not in whole
 
 
 def test_cls_from_config_trains_with_its_own_tokenizer(data_root, tmp_path):
