@@ -112,7 +112,6 @@ class Visit:
         self.args = args
         self.runs = Path(args.runs)
         self.sps, self.overhead = 0.0, 0.0  # seconds per step side by side and a job's other seconds
-        self.stopped_early = 0  # training runs that train.time_limit ended before their steps
         self.logs = self.runs.parent / "logs"
         self.start = time.monotonic()
         self.record: dict = {"preset": PRESET, "scale": args.scale, "budget_s": args.budget,
@@ -288,24 +287,39 @@ class Visit:
                 if s.get("stopped"):
                     stopped += 1
                     self.record["jobs"][j.entry.label]["steps"] = s["steps"]  # of the sheet's: what the limit left
-        self.stopped_early += stopped
         if "time_limit_s" in self.record["parts"].get(name, {}):
             self.record["parts"][name]["stopped_early"] = stopped
             self.save()
 
-    def not_scratch(self, jobs: list[Job], cap: float) -> tuple[dict, str] | None:
+    def not_scratch(self, jobs: list[Job], cap: float, sheet) -> tuple[dict, str] | None:
         """Why the scratch part does not start (its record, each job's reason), or None. C3 compares the layout
-        trained from scratch with the baselines' steps plus L0's, so not after either stopped early; and a run
-        that cannot finish is not started (its claim then says the run is missing)."""
-        if self.stopped_early:
-            return ({"reason": f"{self.stopped_early} training run(s) stopped at their time limit, short of the "
-                               "steps the from-scratch run is sized to match"}, "a run it matches stopped early")
+        trained from scratch with the steps of the runs it builds on (its seed's baseline and L0 run), so not
+        after one of those stopped early (read from their summaries: an earlier call's runs count too); and a
+        run that cannot finish is not started (its claim then says the run is missing)."""
+        stopped = sorted({a for j in jobs for a in self.stopped_upstream(sheet, j.entry.label)})
+        if stopped:
+            return ({"reason": f"{', '.join(stopped)} stopped at their time limit, short of the steps the "
+                               "from-scratch runs are sized to match"}, "a run it matches stopped early")
         if self.args.scale != "mini":
             need = self.overhead + self.sps * max(
                 (j.entry.config.get("train", {}).get("steps", 0) for j in jobs), default=0)
             if need > cap:
                 return {"estimate_s": round(need), "left_s": round(cap)}, "the visit's budget does not hold it"
         return None
+
+    def stopped_upstream(self, sheet, label: str) -> list[str]:
+        """The runs ``label`` builds on, however far back, that their time limit ended short of their steps."""
+        seen, todo, stopped = set(), list(sheet[label].after), []
+        while todo:
+            a = todo.pop()
+            if a in seen:
+                continue
+            seen.add(a)
+            summary = self.runs / a / "summary.json"
+            if summary.is_file() and json.loads(summary.read_text()).get("stopped"):
+                stopped.append(a)
+            todo.extend(sheet[a].after)
+        return stopped
 
     def skip(self, name: str, jobs: list[Job], part: dict, reason: str) -> None:
         self.record["parts"][name] = {"skipped": True, "jobs": len(jobs), **part}
@@ -342,7 +356,7 @@ class Visit:
                 jobs = [replace(j, command=f"{j.command} train.time_limit={limit:g}") if j.entry.command == "train"
                         else j for j in jobs]
                 self.record["parts"][name] = {"time_limit_s": limit}
-            why = self.not_scratch(jobs, cap) if name == "scratch" else None
+            why = self.not_scratch(jobs, cap, sheet) if name == "scratch" else None
             if why is not None:
                 self.skip(name, jobs, *why)
                 continue

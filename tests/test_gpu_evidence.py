@@ -66,6 +66,19 @@ def test_the_archive_keeps_records_and_leaves_weights_out(tmp_path):
     assert not dest.with_name(dest.name + ".tmp").exists()
 
 
+STOPPED = {"stopped": {"by": "train.time_limit", "time_limit": 270.0, "of_steps": 1200}}
+
+
+def _finished(visit, job, steps: int, stopped: bool) -> None:
+    """A training job's run as the executor leaves it: its summary, and its record ok."""
+    run = Path(visit.runs) / job.entry.label
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps({"steps": steps, "train_seconds": 270.0,
+                                                  **(STOPPED if stopped else {})}))
+    job.record = {"status": "ok", "seconds": 290.0}
+    visit.record["jobs"][job.entry.label] = {"part": ge.part_of(job.entry), **job.record}
+
+
 def test_a_baseline_stopped_by_its_time_limit_is_recorded_and_holds_back_scratch(tmp_path):
     """A part's training runs end at train.time_limit rather than be killed at its cap; one that did says how
     many steps it trained, and C3's from-scratch run (sized to the baselines' steps plus L0's) then does not
@@ -75,23 +88,32 @@ def test_a_baseline_stopped_by_its_time_limit_is_recorded_and_holds_back_scratch
     jobs = [visit.job(e) for e in sheet.runs.values() if ge.part_of(e) == "train"]
     visit.record["parts"]["train"] = {"time_limit_s": 270.0}
     for i, j in enumerate(jobs):
-        run = Path(visit.runs) / j.entry.label
-        run.mkdir(parents=True)
-        stopped = {"stopped": {"by": "train.time_limit", "time_limit": 270.0, "of_steps": 1200}} if i == 0 else {}
-        (run / "summary.json").write_text(json.dumps({"steps": 1100 if i == 0 else 1200, "train_seconds": 270.0,
-                                                      **stopped}))
-        j.record = {"status": "ok", "seconds": 290.0}
-        visit.record["jobs"][j.entry.label] = {"part": "train", **j.record}
+        _finished(visit, j, 1100 if i == 0 else 1200, stopped=i == 0)
     visit.count_stopped("train", jobs)
     visit.pace(jobs)
     train = visit.record["parts"]["train"]
     assert train["stopped_early"] == 1 and train["time_limit_s"] == 270.0 and train["overhead_s"] == 20.0
     assert visit.record["jobs"][jobs[0].entry.label]["steps"] == 1100
     scratch = [visit.job(e) for e in sheet.runs.values() if ge.part_of(e) == "scratch"]
-    part, reason = visit.not_scratch(scratch, cap=1000.0)
-    assert reason == "a run it matches stopped early" and "1 training run(s) stopped" in part["reason"]
-    visit.stopped_early = 0
-    assert visit.not_scratch(scratch, cap=1000.0) is None  # the miniature runs it whatever the estimate
+    part, reason = visit.not_scratch(scratch, 1000.0, sheet)
+    assert reason == "a run it matches stopped early"
+    assert part["reason"].startswith(f"{jobs[0].entry.label} stopped at their time limit")
+
+
+def test_only_a_stopped_run_scratch_builds_on_holds_it_back(tmp_path):
+    """Scratch trains the larger penalty's layout: an L0 run of the other penalty that stopped early is not one
+    it matches, one of its own is (found from the summaries, so a later call on the same runs sees it too)."""
+    visit = ge.Visit(_args(tmp_path))
+    sheet = visit.sheet(1200)
+    for e in sheet.runs.values():
+        if e.variant in ("baseline", "l0"):
+            _finished(visit, visit.job(e), 1200, stopped=e.label == "mt/l0/lam0.01/0.0/seed1")
+    scratch = [visit.job(e) for e in sheet.runs.values() if ge.part_of(e) == "scratch"]
+    assert {a for j in scratch for a in j.entry.after} == {f"mt/l0/lam0.05/0.0/seed{s}" for s in range(3)}
+    assert ge.Visit(_args(tmp_path)).not_scratch(scratch, 1000.0, sheet) is None
+    (Path(visit.runs) / "mt/l0/lam0.05/0.0/seed2/summary.json").write_text(json.dumps({"steps": 300, **STOPPED}))
+    part, _ = ge.Visit(_args(tmp_path)).not_scratch(scratch, 1000.0, sheet)
+    assert part["reason"].startswith("mt/l0/lam0.05/0.0/seed2 stopped")
 
 
 def _args(tmp_path: Path):

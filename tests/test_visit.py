@@ -133,9 +133,39 @@ def test_baselines_slower_than_their_time_limit_are_estimated_at_it(entries, tmp
     assert limit == CAPS["train"] - ALLOWANCE_S["train"]
     assert p["train"].seconds == pytest.approx(20.0 + limit) and p["train"].seconds <= CAPS["train"]
     assert f"stopped by train.time_limit={limit:g} after ~{int(limit)} steps" in p["train"].jobs[0].basis
+    scratch = p["scratch"]
+    assert scratch.skipped and "3 run(s) it matches are estimated to stop" in scratch.skipped
     assert time_limit("train", 30.0) is None  # no room for one: the runs go uncapped (and the part's cap kills)
     assert time_limit("scratch", 300.0) is None  # C3 compares scratch at its sized steps: it gets none
     assert time_limit("analyses", CAPS["analyses"]) == CAPS["analyses"] - ALLOWANCE_S["analyses"]
+
+
+def test_a_pace_near_its_time_limit_is_said_to_be(entries, tmp_path):
+    batch = run_config(next(e for e in entries if kind(e) == "baseline"), PRESET).data.batch_size
+    steps = run_config(next(e for e in entries if kind(e) == "baseline"), PRESET).train.steps
+    archive = write_visit(tmp_path / "v.tar.gz", entries, batch, TOOK)
+    record_pace(archive, seconds_per_step=time_limit("train", CAPS["train"]) * 0.98 / steps)
+    p = by_name(estimate(entries, [read_visit(archive)])[0])
+    assert "within 5% of train.time_limit" in p["train"].jobs[0].basis and not p["train"].jobs[0].stops
+    assert p["scratch"].skipped is None
+
+
+def test_a_run_its_limit_stopped_is_rescaled_from_the_steps_it_trained(entries, tmp_path):
+    """An L0 run that a visit's time limit stopped took its seconds for the steps it trained (its job record),
+    not its config's."""
+    batch = run_config(next(e for e in entries if kind(e) == "baseline"), PRESET).data.batch_size
+    steps = run_config(next(e for e in entries if kind(e) == "l0"), PRESET).train.steps
+    archive = write_visit(tmp_path / "v.tar.gz", entries, batch, TOOK)
+    with tarfile.open(archive) as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar}
+    record = json.loads(members["gpu_evidence.json"])
+    for label, job in record["jobs"].items():
+        if "/l0/" in label:
+            job["steps"] = steps - 100
+    members["gpu_evidence.json"] = json.dumps(record).encode()
+    rewrite(archive, members)
+    l0 = next(j for j in by_name(estimate(entries, [read_visit(archive)])[0])["analyses"].jobs if j.kind == "l0")
+    assert l0.seconds == pytest.approx(TOOK["l0"] + 0.1 * 100)
 
 
 def record_pace(archive: Path, seconds_per_step: float) -> None:
@@ -145,6 +175,10 @@ def record_pace(archive: Path, seconds_per_step: float) -> None:
     record = json.loads(members["gpu_evidence.json"])
     record["parts"]["train"]["seconds_per_step"] = seconds_per_step
     members["gpu_evidence.json"] = json.dumps(record).encode()
+    rewrite(archive, members)
+
+
+def rewrite(archive: Path, members: dict[str, bytes]) -> None:
     with tarfile.open(archive, "w:gz") as tar:
         for name, raw in members.items():
             info = tarfile.TarInfo(name)

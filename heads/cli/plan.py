@@ -69,6 +69,9 @@ def visit_markdown(parts, start: float | None, visits: list[str], budget: float,
     used = start or 0.0
     for part in parts:
         cap = part.cap_s if part.cap_s is not None else budget - reserve - used
+        if part.skipped:
+            lines.append(f"| {part.name} | {len(part.jobs)} | - | {cap:.0f} | skipped | {part.skipped} |")
+            continue
         fits = "?" if part.seconds is None else ("yes" if part.seconds <= cap else "no")
         bases: dict[str, str] = {}
         for j in sorted(part.jobs, key=lambda j: -(j.seconds or 0.0)):
@@ -117,7 +120,7 @@ def _visit(args: argparse.Namespace):
     if not entries:
         raise fail(f"plan: the {args.preset} preset runs no {TASK} job for a visit to estimate")
     parts, start = estimate(entries, visits, args.preset)
-    return parts, start, [v.label for v in visits]
+    return parts, start, visits
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -142,8 +145,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if visit is not None:
             from dataclasses import asdict
 
-            parts, start, names = visit
-            data["visit"] = {"from": names, "start_s": start, "budget_s": BUDGET_S, "reserve_s": RESERVE_S,
+            parts, start, visits = visit
+            data["visit"] = {"from": [v.name for v in visits], "devices": [v.device for v in visits],
+                             "start_s": start, "budget_s": BUDGET_S, "reserve_s": RESERVE_S,
                              "parts": [{**asdict(p), "unknown": p.unknown} for p in parts]}
         if cpu is not None:
             data["cpu"] = {"calibrated_on": args.cpu_from, "start_s": cpu[0].start_s, "cores": args.cores,
@@ -158,7 +162,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
             print("\n" + cpu_markdown(args.preset, cpu[0], cpu[1], args.cores), end="")
         if visit is not None:
-            print("\n" + visit_markdown(visit[0], visit[1], visit[2], BUDGET_S, RESERVE_S), end="")
+            print("\n" + visit_markdown(visit[0], visit[1], [v.label for v in visit[2]], BUDGET_S, RESERVE_S), end="")
     return 0
 
 
