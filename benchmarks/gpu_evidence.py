@@ -265,9 +265,8 @@ class Visit:
         each job's time): what the calibration guessed, measured, and what the scratch estimate uses."""
         per_step, overhead = [], []
         for j in jobs:
-            path = self.runs / j.entry.label / "summary.json"
-            if j.record.get("status") == "ok" and path.is_file():
-                s = json.loads(path.read_text())
+            s = self.summary(j.entry.label)
+            if j.record.get("status") == "ok" and s is not None:
                 per_step.append(s["train_seconds"] / max(s["steps"], 1))
                 overhead.append(j.record["seconds"] - s["train_seconds"])
         if per_step:
@@ -281,12 +280,10 @@ class Visit:
         the steps it trained, the part's how many stopped."""
         stopped = 0
         for j in jobs:
-            path = self.runs / j.entry.label / "summary.json"
-            if j.entry.command == "train" and j.record.get("status") == "ok" and path.is_file():
-                s = json.loads(path.read_text())
-                if s.get("stopped"):
-                    stopped += 1
-                    self.record["jobs"][j.entry.label]["steps"] = s["steps"]  # of the sheet's: what the limit left
+            s = self.summary(j.entry.label) if j.entry.command == "train" and j.record.get("status") == "ok" else None
+            if s is not None and s.get("stopped"):
+                stopped += 1
+                self.record["jobs"][j.entry.label]["steps"] = s["steps"]  # of the sheet's: what the limit left
         if "time_limit_s" in self.record["parts"].get(name, {}):
             self.record["parts"][name]["stopped_early"] = stopped
             self.save()
@@ -315,11 +312,15 @@ class Visit:
             if a in seen:
                 continue
             seen.add(a)
-            summary = self.runs / a / "summary.json"
-            if summary.is_file() and json.loads(summary.read_text()).get("stopped"):
+            if (self.summary(a) or {}).get("stopped"):
                 stopped.append(a)
             todo.extend(sheet[a].after)
         return stopped
+
+    def summary(self, label: str) -> dict | None:
+        """A run's summary.json in this visit's run tree, or None where it has none (yet)."""
+        path = self.runs / label / "summary.json"
+        return json.loads(path.read_text()) if path.is_file() else None
 
     def skip(self, name: str, jobs: list[Job], part: dict, reason: str) -> None:
         self.record["parts"][name] = {"skipped": True, "jobs": len(jobs), **part}

@@ -238,8 +238,8 @@ def estimate(entries: list[RunSpec], visits: list[Visit], preset: str = PRESET,
             waits.append((job, e.after))
         if not part.unknown:
             part.seconds = schedule(waits, parallel)
-        stops = [j.label for p in parts for j in p.jobs if j.stops]
-        if name == "scratch" and stops:  # as gpu_evidence.py's not_scratch decides
+        stops = [j.label for p in parts for j in p.jobs if j.stops] if name == "scratch" else []
+        if stops:  # as gpu_evidence.py's not_scratch decides
             part.skipped = (f"not started: {len(stops)} run(s) it matches are estimated to stop at their time "
                             "limit, short of the steps it is sized to")
         parts.append(part)

@@ -340,10 +340,12 @@ def cmd_curve(args: argparse.Namespace) -> int:
 
     seconds = PhaseClock("curve")
 
+    def numbers(result: dict) -> dict:  # a curve point keeps the metrics, not the per-sentence statistics
+        return {k: v for k, v in result.items() if isinstance(v, (int, float))}
+
     def evaluate(model) -> dict:
         with seconds(f"evaluation {len(seconds.record) + 1}"):
-            result = loaded.task.evaluate(model, loaded.cfg, loaded.tokenizer, loaded.cfg.eval.split)
-        return {k: v for k, v in result.items() if isinstance(v, (int, float))}
+            return numbers(loaded.task.evaluate(model, loaded.cfg, loaded.tokenizer, loaded.cfg.eval.split))
 
     levels = None
     if strategy.params.together:
@@ -355,7 +357,7 @@ def cmd_curve(args: argparse.Namespace) -> int:
             with seconds(f"{len(rows)} levels together"):
                 results = loaded.task.evaluate_levels(model, loaded.cfg, loaded.tokenizer, loaded.cfg.eval.split,
                                                       rows)
-            return [{k: v for k, v in r.items() if isinstance(v, (int, float))} for r in results]
+            return [numbers(r) for r in results]
 
     with loaded.placement.autocast():
         points, per_order = strategy.curves(loaded.model, batches, evaluate, levels)
