@@ -351,3 +351,42 @@ def plan(preset: str, gpu_name: str = DEFAULT_GPU, mfu: float = DEFAULT_MFU,
         tasks.setdefault(job.task, Totals()).add(job, seconds_per_flop)
         total.add(job, seconds_per_flop)
     return Plan(preset, g, mfu, jobs, dict(sorted(tasks.items())), total)
+
+
+def _flops(x: float) -> str:
+    return f"{x:.2e}" if x else "0"
+
+
+def _bytes(n: float) -> str:
+    return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.1f} MiB"
+
+
+def _hours(h: float) -> str:
+    """Three significant figures: the small presets cost seconds, not tenths of an hour."""
+    return f"{h:,.1f}" if h >= 10 else f"{h:.3g}"
+
+
+def table(p: Plan) -> list[str]:
+    """The plan as Markdown table lines: one row per task and one in all (a job too big for the GPU says so)."""
+
+    def row(name: str, t: Totals) -> str:
+        fits = t.peak_memory_bytes <= p.gpu.memory_gib * 2**30
+        cells = [name, str(t.train_runs), str(sum(t.analyses.values())), f"{t.params / 1e6:,.1f}M",
+                 _flops(t.train_flops), _flops(t.eval_flops), _hours(t.train_gpu_hours), _hours(t.gpu_hours),
+                 _bytes(t.peak_memory_bytes) + ("" if fits else " (too big)"), _bytes(t.disk_bytes)]
+        return "| " + " | ".join(cells) + " |"
+
+    return ["| task | training runs | analysis jobs | params (largest) | train FLOPs | eval + analysis FLOPs "
+            "| GPU-h train | GPU-h all | peak memory / training job | disk |",
+            "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+            *(row(name, t) for name, t in p.tasks.items()), row("**all**", p.total)]
+
+
+def share(p: Plan) -> str:
+    """One sentence on the task that costs most: its share of the FLOPs and what its training runs are."""
+    name, t = max(p.tasks.items(), key=lambda kv: kv[1].train_flops + kv[1].eval_flops)
+    whole = p.total.train_flops + p.total.eval_flops
+    part = (t.train_flops + t.eval_flops) / whole if whole else 0.0
+    each = t.train_flops / t.train_runs if t.train_runs else 0.0
+    return (f"`{name}` is {part * 100:.0f} % of the compute: {t.train_runs} training runs, the largest model "
+            f"{t.params / 1e6:,.1f} M parameters, {_flops(each)} training FLOPs a run on average.")

@@ -1,6 +1,6 @@
-"""The findings of README.md and docs/RESULTS.md are rendered from the committed ledgers: a block between markers
-is re-rendered by `heads readme`, and the committed files must be current (a hand-edited or stale number fails
-here); their links must resolve."""
+"""The findings of README.md and docs/RESULTS.md are rendered from the committed ledgers, and docs/GUIDE.md's
+paper cost from `heads plan`: a block between markers is re-rendered by `heads readme`, and the committed files
+must be current (a hand-edited or stale number fails here); their links must resolve."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 
 from heads.cli import main
 from heads.cli.common import UserError
-from heads.report.readme import FILES, ReadmeError, block, counts, refresh
+from heads.plan import plan, table
+from heads.report.readme import FILES, ReadmeError, block, cost, counts, refresh
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = ("claim,replication,verdict,effect,ci_low,ci_high,paper_value,n_seeds,method,p_value,p_adjusted,precondition,"
@@ -79,12 +80,50 @@ def test_an_unclosed_block_or_a_missing_ledger_is_refused(tmp_path):
 
 
 def test_the_committed_readme_and_results_quote_the_committed_ledgers():
-    """Every findings block of README.md and docs/RESULTS.md equals what its ledger renders: `heads readme`."""
-    assert [f.as_posix() for f in FILES] == ["README.md", "docs/RESULTS.md"]
+    """Every findings block of README.md and docs/RESULTS.md equals what its ledger renders, and docs/GUIDE.md's
+    paper cost what `heads plan` says: `heads readme`."""
+    assert [f.as_posix() for f in FILES] == ["README.md", "docs/RESULTS.md", "docs/GUIDE.md"]
     for name in FILES:
         path = ROOT / name
-        assert "<!-- ledger: " in path.read_text(), name
-        assert refresh(path) == path.read_text(), f"{name}'s ledger blocks are stale: run `heads readme`"
+        assert "<!-- ledger: " in path.read_text() or "<!-- plan: " in path.read_text(), name
+        assert refresh(path) == path.read_text(), f"{name}'s rendered blocks are stale: run `heads readme`"
+    assert "<!-- plan: paper -->" in (ROOT / "docs/GUIDE.md").read_text()
+
+
+def test_a_plan_block_is_the_presets_cost_from_the_repositorys_sheet(tmp_path):
+    """A plan block holds `heads plan`'s table for its preset, costed from the replications/ folder of the
+    repository holding the file (found from a subfolder too); a typed number is replaced, and rendering is a
+    fixed point."""
+    rows = table(plan("smoke", root=ROOT / "replications"))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (tmp_path / "replications").symlink_to(ROOT / "replications")
+    guide = docs / "GUIDE.md"
+    guide.write_text("# cost\n<!-- plan: smoke -->\n| lm | 42 | typed by hand |\n<!-- /plan -->\nafter\n")
+    text = refresh(guide)
+    assert "typed by hand" not in text and text.endswith("<!-- /plan -->\nafter\n")
+    assert all(row in text for row in rows) and "% model-FLOPs utilisation:" in text and "% of the compute" in text
+    rendered = cost("smoke", tmp_path / "replications")
+    assert text == f"# cost\n<!-- plan: smoke -->\n\n{rendered}\n\n<!-- /plan -->\nafter\n"
+    guide.write_text(text)
+    assert refresh(guide) == text
+
+
+def test_a_plan_block_for_no_preset_or_outside_a_repository_is_refused(tmp_path):
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "replications").symlink_to(ROOT / "replications")
+    guide = tmp_path / "repo" / "GUIDE.md"
+    guide.write_text("<!-- plan: huge -->\n<!-- /plan -->\n")
+    with pytest.raises(ReadmeError, match="plan block: preset 'huge' is not one of"):
+        refresh(guide)
+    guide.write_text("<!-- plan: smoke -->\nno end\n")
+    with pytest.raises(ReadmeError, match="has no closing '<!-- /plan -->'"):
+        refresh(guide)
+    lone = tmp_path / "elsewhere"
+    lone.mkdir()
+    (lone / "GUIDE.md").write_text("<!-- plan: smoke -->\n<!-- /plan -->\n")
+    with pytest.raises(ReadmeError, match="no replications/ folder"):  # tmp_path lies outside any repository
+        refresh(lone / "GUIDE.md")
 
 
 def test_a_counts_block_is_one_row_per_ledger(tmp_path):
@@ -111,6 +150,7 @@ def test_heads_readme_renders_readme_and_results_by_default(tmp_path, monkeypatc
     (tmp_path / "docs").mkdir()
     (tmp_path / "README.md").write_text("<!-- ledger: claims.csv counts -->\n<!-- /ledger -->\n")
     (tmp_path / "docs" / "RESULTS.md").write_text("<!-- ledger: ../claims.csv -->\n<!-- /ledger -->\n")
+    (tmp_path / "docs" / "GUIDE.md").write_text("# guide\nno block\n")
     monkeypatch.chdir(tmp_path)
     assert main(["readme", "--check"]) == 1
     assert main(["readme"]) == 0 and main(["readme", "--check"]) == 0

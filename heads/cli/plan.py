@@ -9,43 +9,16 @@ from heads.cli.common import fail
 from heads.visit import BUDGET_S, RESERVE_S
 
 
-def _flops(x: float) -> str:
-    return f"{x:.2e}" if x else "0"
-
-
-def _bytes(n: float) -> str:
-    return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.1f} MiB"
-
-
-def _hours(h: float) -> str:
-    """Three significant figures: the small presets cost seconds, not tenths of an hour."""
-    return f"{h:,.1f}" if h >= 10 else f"{h:.3g}"
-
-
-def _row(name: str, t, fits: bool) -> str:
-    """One table row of :class:`heads.plan.Totals`."""
-    cells = [name, str(t.train_runs), str(sum(t.analyses.values())), f"{t.params / 1e6:,.1f}M",
-             _flops(t.train_flops), _flops(t.eval_flops), _hours(t.train_gpu_hours), _hours(t.gpu_hours),
-             _bytes(t.peak_memory_bytes) + ("" if fits else " (too big)"), _bytes(t.disk_bytes)]
-    return "| " + " | ".join(cells) + " |"
-
-
 def markdown(plan) -> str:
     """The plan as a Markdown table per task and in all, the analyses by command, and the assumptions."""
+    from heads.plan import table
+
     g = plan.gpu
-
-    def fits(t) -> bool:
-        return t.peak_memory_bytes <= g.memory_gib * 2**30
-
     lines = [
         f"## Cost of the {plan.preset} preset on {g.name} "
         f"({g.tflops:g} TFLOP/s dense bf16, {g.memory_gib:g} GiB; MFU {plan.mfu:g})",
         "",
-        "| task | training runs | analysis jobs | params (largest) | train FLOPs | eval + analysis FLOPs "
-        "| GPU-h train | GPU-h all | peak memory / training job | disk |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
-        *(_row(name, t, fits(t)) for name, t in plan.tasks.items()),
-        _row("**all**", plan.total, fits(plan.total)),
+        *table(plan),
         "",
         "Analysis jobs: " + "; ".join(
             f"{name} " + ", ".join(f"{c} {n}" for c, n in sorted(t.analyses.items()))

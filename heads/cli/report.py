@@ -161,13 +161,13 @@ def cmd_readme(args: argparse.Namespace) -> int:
         except ReadmeError as exc:
             raise fail(f"readme: {exc}") from None
         if text == readme.read_text():
-            print(f"{readme}: its ledger blocks are current")
+            print(f"{readme}: its rendered blocks are current")
         elif args.check:
-            print(f"{readme}: its ledger blocks differ from the ledgers; run: heads readme {readme}")
+            print(f"{readme}: its rendered blocks differ from their sources; run: heads readme {readme}")
             stale = 1
         else:
             write_text(readme, text)
-            print(f"{readme}: ledger blocks re-rendered")
+            print(f"{readme}: rendered blocks re-rendered")
     return stale
 
 
@@ -220,9 +220,11 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_claims)
 
     p = sub.add_parser("readme", help="re-render the findings blocks (<!-- ledger: PATH --> ... <!-- /ledger -->) of "
-                       "README.md and docs/RESULTS.md from the committed ledgers")
+                       "README.md and docs/RESULTS.md from the committed ledgers, and the cost blocks "
+                       "(<!-- plan: PRESET --> ... <!-- /plan -->) of docs/GUIDE.md from heads plan")
     p.add_argument("readme", type=Path, nargs="*", metavar="FILE",
-                   help="the files to render (default: README.md docs/RESULTS.md, from the repository root)")
+                   help="the files to render (default: README.md docs/RESULTS.md docs/GUIDE.md, from the "
+                   "repository root)")
     p.add_argument("--check", action="store_true", help="only say whether the blocks are current (exit 1 if not)")
     p.set_defaults(func=cmd_readme)
 

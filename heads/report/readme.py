@@ -1,4 +1,5 @@
-"""Findings in README.md and docs/RESULTS.md rendered from the committed ledgers, never typed by hand.
+"""Findings in README.md and docs/RESULTS.md rendered from the committed ledgers, and a preset's cost in
+docs/GUIDE.md rendered from ``heads plan``: numbers in the docs are never typed by hand.
 
 A block starts at a line ``<!-- ledger: PATH [FORM] -->`` and ends at ``<!-- /ledger -->``; :func:`refresh`
 replaces what lies between with the ledger's verdicts, so a number in the file cannot drift from the ledger it came
@@ -10,6 +11,10 @@ FORM is one of:
 - ``brief``: rows only for the claims that were tested, without the quantity; the untested ones named in one line;
 - ``counts``: one line per ledger, how many claims it holds by verdict; only this form takes several PATHs
   (``<!-- ledger: A/claims.csv B/claims.csv counts -->``), a table of one row each.
+
+A block ``<!-- plan: PRESET -->`` ... ``<!-- /plan -->`` holds :func:`heads.plan.plan`'s table for the preset at
+the default GPU class and MFU, with the task that costs most: the replications it costs are the ``replications/``
+folder of the repository holding the file.
 
 A ledger judged by the rules before the multiplicity and scale gates (no ``p_adjusted`` column) is refused, not
 shown as a current one. ``heads readme`` re-renders :data:`FILES` (or the files named); ``--check`` says
@@ -25,7 +30,9 @@ from pathlib import Path
 
 START = re.compile(r"^<!-- ledger: (?P<paths>\S+(?: \S+)*?)(?: (?P<form>brief|counts))? -->$")
 END = "<!-- /ledger -->"
-FILES = (Path("README.md"), Path("docs/RESULTS.md"))  # what `heads readme` renders, from the repository root
+PLAN, PLAN_END = re.compile(r"^<!-- plan: (?P<preset>\S+) -->$"), "<!-- /plan -->"
+# what `heads readme` renders, from the repository root
+FILES = (Path("README.md"), Path("docs/RESULTS.md"), Path("docs/GUIDE.md"))
 UNTESTED = "not tested at this scale"
 ORDER = ("supported", "not supported", "inconclusive", "failed", "not tested at this scale")
 
@@ -90,18 +97,46 @@ def counts(ledgers: list[tuple[Path, str]]) -> str:
     return "\n".join(lines)
 
 
+def cost(preset: str, replications: Path) -> str:
+    """What ``heads plan --preset PRESET`` costs at the default GPU class and MFU: the GPU, the table, the task
+    that costs most."""
+    from heads.plan import PlanError, plan, share, table
+
+    try:
+        p = plan(preset, root=replications)
+    except PlanError as exc:
+        raise ReadmeError(f"plan block: {exc}") from None
+    g = p.gpu
+    return "\n".join([f"On an {g.name} ({g.tflops:g} TFLOP/s dense bf16, datasheet) at an assumed "
+                      f"{p.mfu * 100:g} % model-FLOPs utilisation:", "", *table(p), "", share(p)])
+
+
+def _replications(readme: Path) -> Path:
+    """The replications folder of the repository that holds ``readme`` (its folder or one above)."""
+    for folder in (readme.resolve().parent, *readme.resolve().parents):
+        if (folder / "replications").is_dir():
+            return folder / "replications"
+    raise ReadmeError(f"{readme}: a plan block, but no replications/ folder in or above its folder")
+
+
 def refresh(readme: Path) -> str:
-    """The file's text with every ledger block re-rendered (ledger paths relative to the file's folder)."""
+    """The file's text with every ledger block re-rendered (ledger paths relative to the file's folder), and
+    every plan block."""
     out, lines, i = [], readme.read_text().splitlines(), 0
     while i < len(lines):
         out.append(lines[i])
-        m = START.match(lines[i].strip())
+        m, planned = START.match(lines[i].strip()), PLAN.match(lines[i].strip())
         i += 1
-        if not m:
+        if not (m or planned):
             continue
-        end = next((j for j in range(i, len(lines)) if lines[j].strip() == END), None)
+        closing = END if m else PLAN_END
+        end = next((j for j in range(i, len(lines)) if lines[j].strip() == closing), None)
         if end is None:
-            raise ReadmeError(f"{readme}: the block '{lines[i - 1].strip()}' has no closing '{END}'")
+            raise ReadmeError(f"{readme}: the block '{lines[i - 1].strip()}' has no closing '{closing}'")
+        if planned:
+            out += ["", cost(planned.group("preset"), _replications(readme)), "", PLAN_END]
+            i = end + 1
+            continue
         paths, form = m.group("paths").split(), m.group("form")
         if form == "counts":
             text = counts([(readme.parent / p, p) for p in paths])
