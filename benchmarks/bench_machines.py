@@ -43,6 +43,7 @@ CLOCK_TABLES = {"speed.csv"}
 # "arm" names a run's arm since the report stopped calling it "strategy" (kept for trees rendered before)
 IDENTITY = {"task", "site", "label", "kind", "head", "scorer", "variant", "arm", "strategy", "comparison", "metric",
             "lam", "kept", "ratio", "step", "batch", "attention_dropout"}
+WHAT = "the whole tiny DAG"  # what both sides ran, unless --what says otherwise
 # what the tiny DAG renders under results/; other presets and benchmark outputs live in sub-folders of it
 OTHER_FOLDERS = {"runs", "smoke", "small", "paper", "perturbed", "bench", "surgery"}
 
@@ -169,10 +170,11 @@ def markdown(data: dict) -> str:
     flipped = [cid for cid, c in data["claims"].items() if c["base"] != c["perturbed"]]
     cells = sum(t["cells"] for t in data["tables"])
     moved = sum(t["moved"] for t in data["tables"])
+    what = p.get("what", WHAT)
     lines = [
-        "# Another machine: the tiny results of the same code on two CPUs",
+        f"# Another run: {what}, the same code on both sides",
         "",
-        f"Here: {p['here']}. Other: {p['label']}. Whole tiny DAG on both, results compared as rendered.",
+        f"Here: {p['here']}. Other: {p['label']}. {what[:1].upper()}{what[1:]} on both, results compared as rendered.",
         "",
         f"Verdicts changed: {len(flipped)} of {len(data['claims'])}" + (f" ({', '.join(flipped)})." if flipped
                                                                           else ".")
@@ -208,6 +210,7 @@ def main(argv: list[str] | None = None) -> None:
     side.add_argument("--other-rev", help="a git revision whose results/ another machine rendered")
     side.add_argument("--other", type=Path, help="a folder of another machine's rendered results")
     p.add_argument("--other-label", required=True, help="what the other machine was (its CPU capability, where)")
+    p.add_argument("--what", default=WHAT, help=f"what both sides ran, for the title (default: {WHAT})")
     p.add_argument("--out", type=Path, default=ROOT / "results/bench/machines.md")
     args = p.parse_args(argv)
 
@@ -222,7 +225,7 @@ def main(argv: list[str] | None = None) -> None:
     here = f"kernels at {torch.backends.cpu.get_cpu_capability()} (this machine)"
     data = {
         "perturbation": {"label": args.other_label, "here": here, "other": args.other_rev or str(args.other),
-                         "capability": "another machine's"},
+                         "capability": "another machine's", "what": args.what},
         # two real machines: neither is the reference, so a verdict either gave is what the other is measured against
         "symmetric": True,
         "claims": compare_claims(list(csv.DictReader(io.StringIO(here_claims))),

@@ -221,6 +221,12 @@ def test_machines_compares_two_rendered_results_and_the_ledger_reads_it(tmp_path
     assert (data["tasks"]["cls"]["cells"], data["tasks"]["cls"]["moved"]) == (1, 1)
     text = out.read_text()
     assert "Verdicts changed: 1 of 2 (B1-mt)" in text and "| michel2019/curve.csv | 3 | 3 | 1 |" in text
+    assert text.startswith("# Another run: the whole tiny DAG, the same code on both sides")
+    run_script("bench_machines", "--results", str(here), "--other", str(other), "--other-label", "the first run",
+               "--what", "the pretrained DAG", "--out", str(out), monkeypatch=monkeypatch)  # a rerun, not the tiny DAG
+    assert out.read_text().startswith("# Another run: the pretrained DAG, the same code on both sides")
+    assert "The pretrained DAG on both" in out.read_text() and load(out.with_suffix(".json")) == {
+        **data, "perturbation": {**data["perturbation"], "label": "the first run", "what": "the pretrained DAG"}}
     assert robustness("B1-mt", "supported", data) == "fragile: inconclusive under an AVX512 box"
     # two real machines are symmetric: rendered from the other side's results, the verdict is just as fragile
     assert robustness("B1-mt", "inconclusive", data).startswith("fragile: supported under kernels at")

@@ -95,12 +95,14 @@ rule replication_claims:
         " --out {params.folder:q} > {log:q} 2>&1"
 
 
-# The committed measurements of other machines (benchmarks/bench_perturbation.py imitates one, bench_machines.py
-# compares with a real one) are of the tiny results: the ledger of those marks the verdicts they flipped as fragile.
+# The committed measurements of other machines and runs (benchmarks/bench_perturbation.py imitates another machine,
+# bench_machines.py compares with a real one, or with another run of the same DAG): each is of one preset's results,
+# whose ledger marks the verdicts it flipped as fragile.
 # the replications with claims (every one today; a folder without claims.yaml renders no ledger)
 CLAIMED = [r for r in REPLICATIONS if os.path.isfile(f"replications/{r}/claims.yaml")]
-ROBUSTNESS = [f for f in ("results/bench/perturbation.json", "results/bench/machines.json")
-              if OUT == "results" and os.path.isfile(f)]
+MEASURED = {"results": ("results/bench/perturbation.json", "results/bench/machines.json"),
+            "results/pretrained": ("results/bench/pretrained_rerun.json",)}
+ROBUSTNESS = [f for f in MEASURED.get(OUT, ()) if os.path.isfile(f)]
 
 
 rule claims:
