@@ -113,10 +113,20 @@ def cost(preset: str, replications: Path) -> str:
 
 def _replications(readme: Path) -> Path:
     """The replications folder of the repository that holds ``readme`` (its folder or one above)."""
-    for folder in (readme.resolve().parent, *readme.resolve().parents):
+    for folder in readme.resolve().parents:  # its own folder first
         if (folder / "replications").is_dir():
             return folder / "replications"
     raise ReadmeError(f"{readme}: a plan block, but no replications/ folder in or above its folder")
+
+
+def _ledger_block(readme: Path, line: str, paths: list[str], form: str | None) -> str:
+    """What a ledger block (``line``, in ``readme``) holds: its ledgers' verdicts in its form."""
+    if form == "counts":
+        return counts([(readme.parent / p, p) for p in paths])
+    if len(paths) > 1:
+        raise ReadmeError(f"{readme}: the block '{line}' names several ledgers; only a `counts` block takes more "
+                          "than one")
+    return block(readme.parent / paths[0], paths[0], form == "brief")
 
 
 def refresh(readme: Path) -> str:
@@ -125,26 +135,19 @@ def refresh(readme: Path) -> str:
     out, lines, i = [], readme.read_text().splitlines(), 0
     while i < len(lines):
         out.append(lines[i])
-        m, planned = START.match(lines[i].strip()), PLAN.match(lines[i].strip())
+        line = lines[i].strip()
+        m, planned = START.match(line), PLAN.match(line)
         i += 1
         if not (m or planned):
             continue
         closing = END if m else PLAN_END
         end = next((j for j in range(i, len(lines)) if lines[j].strip() == closing), None)
         if end is None:
-            raise ReadmeError(f"{readme}: the block '{lines[i - 1].strip()}' has no closing '{closing}'")
+            raise ReadmeError(f"{readme}: the block '{line}' has no closing '{closing}'")
         if planned:
-            out += ["", cost(planned.group("preset"), _replications(readme)), "", PLAN_END]
-            i = end + 1
-            continue
-        paths, form = m.group("paths").split(), m.group("form")
-        if form == "counts":
-            text = counts([(readme.parent / p, p) for p in paths])
-        elif len(paths) > 1:
-            raise ReadmeError(f"{readme}: the block '{lines[i - 1].strip()}' names several ledgers; only a "
-                              "`counts` block takes more than one")
+            text = cost(planned.group("preset"), _replications(readme))
         else:
-            text = block(readme.parent / paths[0], paths[0], form == "brief")
-        out += ["", text, "", END]
+            text = _ledger_block(readme, line, m.group("paths").split(), m.group("form"))
+        out += ["", text, "", closing]
         i = end + 1
     return "\n".join(out) + "\n"
