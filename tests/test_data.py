@@ -100,7 +100,8 @@ def test_database_is_opened_read_only():
 def test_verses_are_clean_and_aligned(code):
     text = bible.verses(code)
     # Basic English leaves 19 verses empty ("[]", or only the KJV verse reference where it joined verses)
-    assert len(text) == {corpora.BBE: 31083}.get(code, 31102)
+    # Almeida prints 32 verses inside the previous one ("Verszeile ohne Text" in their own place)
+    assert len(text) == {corpora.BBE: 31083, corpora.ALMEIDA: 31070}.get(code, 31102)
     assert list(text)[:2] == [(1, 1, 1), (1, 1, 2)]
     dirty = re.compile(r"[`\[\]\xad’]|\(\d+:\d+|Psalm \d|^\s|\s$|\s\s")
     assert [v for v in text.values() if dirty.search(v)] == []
