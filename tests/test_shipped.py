@@ -118,7 +118,7 @@ def test_conversion_is_the_written_model(tiny, folder):
     assert {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json",
             shipped.CHECKSUM, shipped.MANIFEST} <= names, names
     source = json.loads((folder / shipped.MANIFEST).read_text())
-    assert source["gguf"] == gguf_file.name and folder.name == f"tiny-{source['gguf_sha256'][:12]}"
+    assert source["file"] == gguf_file.name and folder.name == f"tiny-{source['sha256'][:12]}"
     config = json.loads((folder / "config.json").read_text())
     assert "quantization_config" not in config
     loaded = LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()

@@ -92,10 +92,26 @@ def read_state(path: str | Path) -> dict[str, torch.Tensor]:
     return tensors
 
 
+# Where a model type registered outside transformers (heads.bergamot) has its classes
+AUTO_CLASSES = ("AutoModelForSeq2SeqLM", "AutoModelForCausalLM", "AutoModelForSequenceClassification", "AutoModel")
+
+
+def _registered(config, name: str) -> type | None:
+    """The class ``name`` that an auto class maps ``config``'s type to (a model type registered by heads)."""
+    for auto in AUTO_CLASSES:
+        try:
+            cls = getattr(transformers, auto)._model_mapping[type(config)]
+        except KeyError:
+            continue
+        if cls.__name__ == name:
+            return cls
+    return None
+
+
 def _model_class(config) -> type:
     names = getattr(config, "architectures", None) or []
     for name in names:
-        cls = getattr(transformers, name, None)
+        cls = getattr(transformers, name, None) or _registered(config, name)
         if cls is not None:
             return cls
     raise CheckpointError(f"config names no known architecture ({names!r}); pass model_class=")

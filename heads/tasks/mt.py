@@ -20,9 +20,10 @@ IGNORE = -100
 
 @register_task("mt")
 class Translation(Task):
-    description = "translation En->Fr (Marian from config) on verse pairs; BLEU and chrF (sacrebleu), beam search"
+    description = ("translation on verse pairs (En->Fr, a Marian from config; or a shipped Bergamot model, En<->Pt); "
+                   "BLEU and chrF (sacrebleu), beam search")
     metric = TASK_METRIC["mt"]
-    families = ("marian",)
+    families = ("marian", "bergamot")
     model_heads = ("MTModel", "ForConditionalGeneration")
     auto_class = "AutoModelForSeq2SeqLM"
 

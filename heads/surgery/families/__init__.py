@@ -6,6 +6,7 @@ from torch import nn
 
 from heads.registry import Registry
 from heads.surgery.families.base import Family, HeadSlice, Projections, SitePattern
+from heads.surgery.families.bergamot import BergamotFamily
 from heads.surgery.families.bert import BertFamily
 from heads.surgery.families.gpt2 import GPT2Family
 from heads.surgery.families.llama import LlamaFamily
@@ -16,7 +17,7 @@ GUIDE = "docs/ADDING_A_FAMILY.md"
 
 # Model type -> family adapter (several model types share one family).
 FAMILIES: Registry[Family] = Registry("model_type")
-for _family in (LlamaFamily(), BertFamily(), MarianFamily(), GPT2Family()):
+for _family in (LlamaFamily(), BertFamily(), MarianFamily(), BergamotFamily(), GPT2Family()):
     for _model_type in _family.model_types:
         FAMILIES.add(_model_type, _family)
 
