@@ -102,6 +102,10 @@ def train_run(cfg: RunConfig, out: Path) -> dict[str, Any]:
     if finished is not None:
         return finished
     task = get_task(cfg.task)
+    if cfg.train.steps > 0:  # training on rows it is judged on would leak; evaluating on them is fine
+        from heads.data.prepare import check_trainable
+
+        check_trainable(task.data_path(cfg))
     trainer = Trainer(cfg, task, out, hooks=hooks_for(cfg))
     try:
         return _train(trainer, cfg, task, out, wanted)

@@ -477,7 +477,9 @@ def normalise(
         rows = _rows_of(theirs, len(raw[name]))
         taken.setdefault(name, []).append((ours, rows))
         parts[ours] = raw[name] if len(rows) == len(raw[name]) else raw[name].select(rows)
-    _check_disjoint(taken)
+    shared = shared_with_train(taken)
+    if shared and report is not None:
+        report["shared_with_train"] = shared
     columns = task_columns(spec.task, spec.columns)
     for ours, data in parts.items():
         for column in columns:
@@ -532,17 +534,31 @@ def normalise(
     return DatasetDict(out)
 
 
-def _check_disjoint(taken: dict[str, list[tuple[str, range]]]) -> None:
-    """Refuse a split mapping that puts rows of our training split into validation or test (a leak)."""
+def shared_with_train(taken: dict[str, list[tuple[str, range]]]) -> dict[str, str]:
+    """``{our split: the dataset's split}`` for each of validation and test that shares rows with train.
+
+    Not refused here: a model that only evaluates (a pretrained source scored on a user's pairs) may read the
+    same rows under every name. Training on them would leak, so a run that trains refuses such data
+    (:func:`leak_error`, through the prepared folder's ``SOURCE.json``)."""
+    out = {}
     for name, uses in taken.items():
         train = next((rows for ours, rows in uses if ours == "train"), None)
         for ours, rows in uses:
             if train is not None and ours != "train" and set(train) & set(rows):
-                raise DataError(
-                    f"data.splits: train and {ours} share rows of the dataset's split {name!r}; "
-                    f"slice it so they do not overlap, e.g. data.splits.train={name}[:-5%] "
-                    f"data.splits.{ours}={name}[-5%:]"
-                )
+                out[ours] = name
+    return out
+
+
+def leak_error(shared: dict[str, str]) -> DataError | None:
+    """The error a training run gives for splits that share rows with train (None when none do)."""
+    if not shared:
+        return None
+    ours, name = next(iter(sorted(shared.items())))
+    return DataError(
+        f"data.splits: train and {ours} share rows of the dataset's split {name!r}, so training would see what it "
+        f"is judged on; slice it so they do not overlap, e.g. data.splits.train={name}[:-5%] "
+        f"data.splits.{ours}={name}[-5%:] (evaluating a trained model on such splits is allowed)"
+    )
 
 
 def load(

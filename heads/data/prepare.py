@@ -217,6 +217,8 @@ def prepare(
             manifest["labels"] = list(label.names)
         if report.get("dropped"):
             manifest["dropped"] = report["dropped"]
+        if report.get("shared_with_train"):
+            manifest["shared_with_train"] = report["shared_with_train"]
         if local is not None:
             manifest["source_files"] = source_files(local)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -292,3 +294,12 @@ def load_prepared(path: str | os.PathLike) -> DatasetDict:
         raise CorruptDataError(f"{path}: holds a single Dataset, not train/validation/test")
     _check_splits(data, str(path))
     return data
+
+
+def check_trainable(path: str | os.PathLike) -> None:
+    """Refuse to train on a prepared folder whose validation or test split shares rows with train."""
+    manifest = Path(path) / MANIFEST
+    shared = read_json(manifest).get("shared_with_train") if manifest.is_file() else None
+    error = hub.leak_error(shared or {})
+    if error is not None:
+        raise error
