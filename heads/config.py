@@ -247,8 +247,11 @@ def validate(config: RunConfig) -> None:
     against their registries by :func:`heads.resolve.check_run`: this module imports no registry)."""
     check_ranges(config)
     m, t = config.model, config.train
-    if m.family not in ("llama", "bert", "marian"):
-        raise ConfigError(f"model.family: {m.family!r} is not one of ['bert', 'llama', 'marian']")
+    if m.family not in ("llama", "bert", "marian", "bergamot"):
+        raise ConfigError(f"model.family: {m.family!r} is not one of ['bergamot', 'bert', 'llama', 'marian']")
+    if m.family == "bergamot" and m.source == "config":
+        raise ConfigError("model.family: bergamot models are not built from config; they ship converged "
+                          "(model.source=bergamot-en-pt or bergamot-pt-en)")
     if m.source == "config":
         if m.heads < 1 or m.d % m.heads:
             raise ConfigError(f"model.heads: {m.heads} heads do not divide the model width model.d={m.d}")

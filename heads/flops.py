@@ -196,6 +196,28 @@ def _marian(t: _Tally, c, head: bool) -> None:
         t.linear(d, target_vocab, False, tied=tied)
 
 
+def _bergamot(t: _Tally, c, head: bool) -> None:
+    """Bergamot students (heads.bergamot): one shared table (also the output layer, plus its bias), sinusoidal
+    positions computed (no parameters), an SSRU instead of decoder self-attention."""
+    d = c.d_model
+    t.weights(c.vocab_size * d)
+    for layer in range(c.encoder_layers):
+        t.attention(d, "encoder", layer, "self", True)
+        t.linear(d, c.encoder_ffn_dim, True)
+        t.linear(c.encoder_ffn_dim, d, True)
+        t.weights(4 * d)  # two LayerNorms
+    for layer in range(c.decoder_layers):
+        t.linear(d, d, False)  # SSRU W
+        t.linear(d, d, True)  # SSRU forget gate
+        t.attention(d, "decoder", layer, "cross", True)
+        t.linear(d, c.decoder_ffn_dim, True)
+        t.linear(c.decoder_ffn_dim, d, True)
+        t.weights(6 * d)  # three LayerNorms
+    if head:
+        t.weights(c.vocab_size)  # the output bias
+        t.linear(d, c.vocab_size, False, tied=True)
+
+
 def _bart(t: _Tally, c, head: bool) -> None:
     d = c.d_model
     # Transformers 5 ties the encoder's and decoder's embed_tokens (and the LM head) to `shared` only under
@@ -252,6 +274,7 @@ _ARCHITECTURES: dict[str, tuple[str, Callable[[_Tally, object, bool], None], boo
     "RobertaModel": ("roberta", _bert, False),
     "XLMRobertaForSequenceClassification": ("xlm-roberta", _bert, True),
     "XLMRobertaModel": ("xlm-roberta", _bert, False),
+    "BergamotForConditionalGeneration": ("bergamot", _bergamot, True),
     "BartForConditionalGeneration": ("bart", _bart, True),
     "BartModel": ("bart", _bart, False),
     "GPT2LMHeadModel": ("gpt2", _gpt2, True),

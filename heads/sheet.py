@@ -283,6 +283,12 @@ def _merge(a: Mapping, b: Mapping, label: str, prefix: str = "") -> dict:
     return out
 
 
+def shard_config(seeds: Sequence[int], seed: int) -> dict:
+    """The eval section that makes ``seed`` one disjoint shard of the held-out text (one pretrained model has no
+    training seeds: its seeds are shards of the test set, ``eval.shards`` / ``eval.shard``)."""
+    return {"eval": {"shards": len(seeds), "shard": list(seeds).index(seed)}}
+
+
 def baseline(replication: str, task: str, seed: int, config: dict | None = None) -> RunSpec:
     """The full model trained from scratch: one per task and seed, shared by every replication."""
     return RunSpec(label=run_label(task, "baseline", "none", 0.0, seed), command="train", replication=replication,

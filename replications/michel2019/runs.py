@@ -1,6 +1,6 @@
 """Michel et al. 2019: single-head ablations, iterative pruning curves (also from training snapshots), speed."""
 
-from heads.sheet import Custom, RunSpec, SheetError, analysis_label, baseline
+from heads.sheet import Custom, RunSpec, SheetError, analysis_label, baseline, layered, shard_config
 
 REPLICATION = "michel2019"
 # what every curve of a preset shares, so that arms compare level by level: a custom entry's params may not set them
@@ -20,7 +20,10 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
     tasks = sorted({*s["ablation_tasks"], *s["curve_tasks"], *([snap] if snap else []),
                     *s.get("precondition_tasks", [])})
     for seed in seeds:
-        base = {t: baseline(REPLICATION, t, seed, {"train": {"snapshots": list(s["snapshots"])}} if t == snap else {})
+        # shards: a shipped model's seeds are disjoint shards of the test set (the pretrained preset)
+        shard = shard_config(seeds, seed) if s.get("shards") else {}
+        base = {t: baseline(REPLICATION, t, seed,
+                            layered(shard, {"train": {"snapshots": list(s["snapshots"])}} if t == snap else {}))
                 for t in tasks}
         out += base.values()
         for task in s["ablation_tasks"]:

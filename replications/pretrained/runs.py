@@ -3,7 +3,7 @@ heads in 3 key/value groups), which this project did not train. Its seeds are di
 text (``eval.shard``), so every interval covers the sampling of the test text and the random draws, not
 training; each shard's baseline is the shipped model evaluated as it is (``train.steps: 0``)."""
 
-from heads.sheet import RunSpec, analysis_label, baseline, run_label
+from heads.sheet import RunSpec, analysis_label, baseline, run_label, shard_config
 
 REPLICATION = "pretrained"
 TASK = "lm"
@@ -28,8 +28,8 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
     s, out = settings, []
     curve = {"step": s["curve_step"], "max_ratio": s["curve_max"], "batches": s["curve_batches"]}
     curve_eval = {"eval": {"max_examples": s["curve_examples"]}}
-    for i, seed in enumerate(seeds):
-        shard = {"eval": {"shards": len(seeds), "shard": i}}  # a run's own config; analyses of it read it
+    for seed in seeds:
+        shard = shard_config(seeds, seed)  # a run's own config; analyses of it read it
         base = baseline(REPLICATION, TASK, seed, shard)
         out.append(base)
         for r in s["ratios"]:

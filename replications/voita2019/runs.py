@@ -1,18 +1,28 @@
-"""Voita et al. 2019: Hard-Concrete (L0) gates on a trained model, the surviving heads' roles, and the same
-layout trained from scratch."""
+"""Voita et al. 2019: Hard-Concrete (L0) gates on a trained model, the surviving heads' roles, the same
+layout trained from scratch, and a control: the same fine-tune without gates."""
 
-from heads.sheet import RunSpec, analysis_label, baseline, run_label
+from heads.sheet import RunSpec, analysis_label, baseline, layered, run_label, shard_config
 
 REPLICATION = "voita2019"
 
 
 def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
     """Per seed and penalty lambda: the baseline fine-tuned with L0 gates (closed heads removed at the end), the
-    layout it ended with trained from initialisation, and the roles of its heads against the baseline's."""
+    layout it ended with trained from initialisation, and the roles of its heads against the baseline's. Per
+    seed, unless ``control`` is false: the baseline fine-tuned alike without gates (C1's cost is the L0 model
+    against it: a fine-tune on data the baseline was not trained on changes the metric by itself)."""
     task, out = settings["task"], []
+    fine_tune = {"train": {"steps": settings["steps"], "warmup": 0, "schedule": "constant", "lr": 0.0001}}
     for seed in seeds:
-        base = baseline(REPLICATION, task, seed)
+        # shards: a shipped model's seeds are disjoint shards of the test set (the pretrained preset)
+        shard = shard_config(seeds, seed) if settings.get("shards") else {}
+        base = baseline(REPLICATION, task, seed, shard)
         out.append(base)
+        if settings.get("control", True):
+            out.append(RunSpec(label=run_label(task, "l0_control", "none", 0.0, seed), command="train",
+                               replication=REPLICATION, task=task, seed=seed, variant="l0_control", arm="none",
+                               config=layered(fine_tune, shard), paths={"model.source": f"{base.label}/model"},
+                               after=(base.label,)))
         for lam in settings["lams"]:
             arm = f"lam{lam}"
             l0 = run_label(task, "l0", arm, 0.0, seed)
@@ -20,8 +30,7 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                 RunSpec(label=l0, command="train", replication=REPLICATION, task=task, seed=seed, variant="l0",
                         arm=arm, knob=float(lam), strategy="l0",
                         params={"lam": lam, "lr": settings["lr"]},
-                        config={"train": {"steps": settings["steps"], "warmup": 0, "schedule": "constant",
-                                          "lr": 0.0001}},
+                        config=layered(fine_tune, shard),
                         paths={"model.source": f"{base.label}/model"}, after=(base.label,)),
                 RunSpec(label=analysis_label(task, "roles", arm, seed=seed), command="roles", replication=REPLICATION,
                         task=task, seed=seed, variant="roles", arm=arm,
