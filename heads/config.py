@@ -264,13 +264,6 @@ def validate(config: RunConfig) -> None:
     set_keys = [f"data.{k}" for k in hub_keys if getattr(config.data, k) not in (None, {}, [])]
     if config.data.source == "offline" and set_keys:
         raise ConfigError(f"{', '.join(set_keys)}: apply to data.source=hub only (the offline corpora are fixed)")
-    if config.data.source == "offline" and config.data.dataset is not None:
-        from heads.data.prepare import DataError, offline_corpus
-
-        try:
-            offline_corpus(config.task, config.data.dataset)
-        except DataError as exc:
-            raise ConfigError(f"data.dataset: {exc}") from None
     if t.schedule not in ("cosine", "linear", "inverse_sqrt", "constant"):
         raise ConfigError(
             f"train.schedule: {t.schedule!r} is not one of ['constant', 'cosine', 'inverse_sqrt', 'linear']"

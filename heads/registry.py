@@ -36,9 +36,28 @@ def plugin_hint(kind: str) -> str:
     where = os.environ.get("HEADS_PLUGINS")
     if where:
         return f"HEADS_PLUGINS={where!r} was imported and does not register it"
+    group = "heads.scorers" if kind == "scorer" else "heads.strategies"
     return (f"a {kind} of your own registers when its module is imported: name that module in HEADS_PLUGINS "
-            "(HEADS_PLUGINS=my_strategies), or install it under the heads.strategies entry points "
+            f"(HEADS_PLUGINS=my_strategies), or install it under the {group} entry points "
             "(docs/ADDING_A_STRATEGY.md)")
+
+
+PLUGINS_ENV = "HEADS_PLUGINS"
+
+
+def load_plugins(*groups: str) -> None:
+    """Import the plugins of one kind: the modules installed under the entry-point ``groups`` (``heads.tasks``,
+    ``heads.scorers``, ``heads.strategies``), then every module named in ``HEADS_PLUGINS`` (comma-separated).
+    Importing a module is what registers its tasks, scorers or strategies; the registries call this the first
+    time a name is not found."""
+    import importlib
+    from importlib.metadata import entry_points
+
+    for group in groups:
+        for ep in entry_points(group=group):
+            ep.load()
+    for module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
+        importlib.import_module(module)
 
 
 class Registry(Mapping[str, T], Generic[T]):

@@ -45,6 +45,13 @@ def check_run(config: RunConfig) -> None:
     from heads.strategies import build_strategy
 
     validate(config)
+    if config.data.source == "offline" and config.data.dataset is not None:
+        from heads.data.prepare import DataError, offline_corpus
+
+        try:
+            offline_corpus(config.task, config.data.dataset)
+        except DataError as exc:
+            raise ConfigError(f"data.dataset: {exc}") from None
     m = config.model
     strategy = build_strategy(config.strategy.name, config.strategy.params)  # unknown name, bad parameter
     if m.source == "config":  # a pretrained source's head count is known only once it is loaded

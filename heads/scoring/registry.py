@@ -15,7 +15,9 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from heads.registry import NoParams, Registry, UnknownName, plugin_hint
+from heads.registry import NoParams, Registry, UnknownName, load_plugins, plugin_hint
+
+SCORER_PLUGINS = "heads.scorers"  # the entry-point group of scorers from other packages
 
 Scores = dict[str, torch.Tensor]
 
@@ -70,9 +72,9 @@ def get_scorer(name: str) -> Scorer:
     """A fresh instance of the scorer registered as ``name``; a name not yet registered imports the plugins first
     (``HEADS_PLUGINS``, as strategies do), so ``heads curve --param scorer=yours`` finds one's own."""
     if name not in _REGISTRY:
-        from heads.strategies.registry import load_plugins
-
-        load_plugins()
+        # scorers of other packages: their own entry-point group, and the strategies' (where plugins that
+        # register both kinds have always been installed), then HEADS_PLUGINS
+        load_plugins(SCORER_PLUGINS, "heads.strategies")
     if name not in _REGISTRY:
         raise UnknownName(f"unknown scorer {name!r}; known scorers: {sorted(_REGISTRY)}; {plugin_hint('scorer')}")
     return _REGISTRY.lookup(name)()

@@ -6,9 +6,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from heads.config import ConfigError
+from heads import registry
 from heads.registry import Registry, UnknownName, plugin_hint
+from heads.scoring.registry import SCORER_PLUGINS
 from heads.strategies.base import Strategy
 
+STRATEGY_PLUGINS = "heads.strategies"  # the entry-point group of strategies from other packages
 STRATEGIES: Registry[type[Strategy]] = Registry("strategy", "strategies")
 register_strategy = STRATEGIES.register
 
@@ -49,13 +52,6 @@ def build_strategy(name: str, params: Mapping[str, Any] | None = None) -> Strate
 
 
 def load_plugins() -> None:
-    """Strategies from other packages: modules named in the ``heads.strategies`` entry-point group,
-    or in the ``HEADS_PLUGINS`` environment variable (comma-separated module names)."""
-    import importlib
-    import os
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group="heads.strategies"):
-        ep.load()
-    for module in filter(None, os.environ.get("HEADS_PLUGINS", "").split(",")):
-        importlib.import_module(module.strip())
+    """Strategies (and scorers) from other packages: the ``heads.strategies`` and ``heads.scorers`` entry-point
+    groups, then the ``HEADS_PLUGINS`` modules (:func:`heads.registry.load_plugins`)."""
+    registry.load_plugins(STRATEGY_PLUGINS, SCORER_PLUGINS)

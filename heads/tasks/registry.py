@@ -7,8 +7,11 @@ time a name is not found, and its ``@register_task`` runs.
 
 from __future__ import annotations
 
+from heads import registry
 from heads.registry import Registry
 from heads.tasks.base import Task
+
+TASK_PLUGINS = "heads.tasks"  # the entry-point group of tasks from other packages
 
 TASKS: Registry[type[Task]] = Registry("task")
 register_task = TASKS.register
@@ -22,11 +25,4 @@ def get_task(name: str) -> Task:
 
 def load_plugins() -> None:
     """Import the task plugins: the ``heads.tasks`` entry points, then the ``HEADS_PLUGINS`` modules."""
-    import importlib
-    import os
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group="heads.tasks"):
-        ep.load()
-    for module in filter(None, (m.strip() for m in os.environ.get("HEADS_PLUGINS", "").split(","))):
-        importlib.import_module(module)
+    registry.load_plugins(TASK_PLUGINS)
