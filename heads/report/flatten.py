@@ -16,6 +16,7 @@ from heads.report.curves import curve_series
 from heads.report.sites import site_kind, site_label
 
 Flatten = Callable[[Any, str, "float | None"], Iterator[dict]]
+BLEU_ALPHA = 0.01  # the level Michel et al. test single heads at, as the claims do
 
 
 def _site(site: str) -> dict:
@@ -33,8 +34,13 @@ def heads(data: Any, arm: str, knob: float | None) -> Iterator[dict]:
             test = data.get("test")
             scaled = None if detectable is None else detectable / base if test == "loss" and base else (
                 detectable if test == "accuracy" else None)
+            # BLEU's bootstrap: the size of a change the test left undetected at the claims' p < 0.01 (a head
+            # significant there has none), so a table can say how large a change could go unnoticed
+            p, delta_bleu = number(r.get("p_value")), number(r.get("delta_bleu"))
+            undetected = abs(delta_bleu) if test == "bleu" and delta_bleu is not None and p is not None and \
+                p >= BLEU_ALPHA else None
             yield {**r, **_site(r["site"]), "head": int(r["head"]), "test": test,
-                   "lowers_loss": r["delta_loss"] < 0, "detectable_scaled": scaled}
+                   "lowers_loss": r["delta_loss"] < 0, "detectable_scaled": scaled, "undetected_bleu": undetected}
 
 
 def all_but_one(data: Any, arm: str, knob: float | None) -> Iterator[dict]:

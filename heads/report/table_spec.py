@@ -22,7 +22,7 @@ tables:
 
 Aggregates over a group's rows (a failed run's row counts in ``n_ok``/``n_failed`` and ``first`` only):
 ``count`` (rows; of FIELD: those with a number), ``seeds`` (distinct seeds), ``n_ok``, ``n_failed``, ``mean``,
-``median``, ``first``, ``only`` (the one value all rows share, else empty), ``mode`` (the most frequent; ties:
+``median``, ``max``, ``first``, ``only`` (the one value all rows share, else empty), ``mode`` (the most frequent; ties:
 the smallest), ``tally`` (``k/n``: true of those with a value), ``share`` (the share of rows where it is true),
 ``majority`` (``*`` when true in more than half of the rows), ``ci FIELD [RANGE]`` (mean, Student-t 95 %
 interval: three names; RANGE a bounded metric of heads.metrics, or a field naming it), ``vs_baseline FIELD``
@@ -120,6 +120,7 @@ AGGREGATES: dict[str, Callable[..., Any]] = {
     "n_failed": lambda g, *_: sum(bool(r.get("failed")) for r in g),
     "mean": lambda g, name, *_: mean(_numbers(g, name)),
     "median": lambda g, name, *_: statistics.median(v) if (v := _numbers(g, name)) else None,
+    "max": lambda g, name, *_: max(v) if (v := _numbers(g, name)) else None,
     "first": lambda g, name, *_: g[0].get(name),
     "only": lambda g, name, *_: v.pop() if len(v := set(_scalars(g, name))) == 1 else None,
     "mode": lambda g, name, *_: min(c, key=lambda h: (-c[h], isinstance(h, str), h)) if (c := Counter(
