@@ -241,3 +241,26 @@ def test_the_port_translates_as_the_packages_engine(name, src, tgt, published, t
     same = sum(x == y for x, y in zip(ours, theirs, strict=True))
     assert same >= 150, same
     assert abs(corpus_scores(ours, [b[k] for k in keys])["bleu"] - published) < 1.0
+
+
+def test_a_users_pairs_are_scored_by_a_shipped_model_and_never_trained_on_when_shared(converted, tmp_path):
+    """The issue's command: one JSON-lines file under every split name evaluates (BLEU on the user's pairs); a
+    training run on the same splits is refused, since train would then hold what it is judged on."""
+    from heads.cli import main
+    from heads.cli.common import UserError
+
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps({"src": f"w{i} w{i + 1} w{i + 2}", "tgt": f"w{i + 3} w{i + 4}"}) + "\n"
+                             for i in range(12)))
+    data = [f"data.root={tmp_path / 'data'}", "data.source=hub", f"data.dataset={pairs}", "data.columns.src=src",
+            "data.columns.tgt=tgt", "data.splits.train=train", "data.splits.validation=train",
+            "data.splits.test=train"]
+    out = tmp_path / "result.json"
+    assert main(["evaluate", str(converted), "--task", "mt", "--split", "test", *data, "eval.beams=1",
+                 "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["sentences"] == 12 and 0 <= result["bleu"] <= 100 and result["beams"] == 1
+    with pytest.raises(UserError, match="train and test share rows of the dataset's split 'train'"):
+        main(["train", "--task", "mt", "--out", str(tmp_path / "run"), f"model.source={converted}", *data,
+              "train.steps=2"])
+    assert not (tmp_path / "run").exists()
