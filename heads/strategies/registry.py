@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from heads.config import ConfigError
 from heads import registry
+from heads.config import ConfigError
 from heads.registry import Registry, UnknownName, plugin_hint
 from heads.scoring.registry import SCORER_PLUGINS
 from heads.strategies.base import Strategy
