@@ -89,7 +89,12 @@ def _started(group: list[dict], everything: list[dict]) -> list[dict]:
     return [r for r in everything if r.get("from_run") in labels]
 
 
-OTHERS = {"baseline": _baseline, "started": _started}
+def _task_runs(group: list[dict], everything: list[dict]) -> list[dict]:
+    """Every finished run of the group's task (narrowed by a ``where``: another variant of the same task)."""
+    return [r for r in everything if r["task"] == group[0]["task"] and not r.get("failed")]
+
+
+OTHERS = {"baseline": _baseline, "started": _started, "task": _task_runs}
 
 
 def _vs_baseline(group: list[dict], name: str, everything: list[dict]) -> float | None:
@@ -136,17 +141,18 @@ BASELINED = ("vs_baseline", "over_baseline")  # aggregates that also read the ta
 
 @dataclass(frozen=True)
 class Column:
-    """``names = how [field [arg]] [of baseline|started] [or fallback] [where key=value ...]`` or a group field
-    copied from the group's first row. ``of``: over the task's baseline runs, or the runs started from the group's
-    (its ``from_run``: a scratch run at a pruned layout); ``or``: the first row's ``fallback`` field where the
-    aggregate gives nothing (None or 0)."""
+    """``names = how [field [arg]] [of baseline|started|task] [or fallback] [where key=value ...]`` or a group
+    field copied from the group's first row. ``of``: over the task's baseline runs, the runs started from the
+    group's (its ``from_run``: a scratch run at a pruned layout), or every run of the task (with ``where``: another
+    variant, such as a control); ``or``: the first row's ``fallback`` field where the aggregate gives nothing
+    (None or 0)."""
 
     names: tuple[str, ...]
     how: str = "first"
     args: tuple[str, ...] = ()
     where: dict = field(default_factory=dict)
     fallback: str | None = None
-    of: str | None = None  # aggregate other runs than the group's: its task's ``baseline``, or those ``started``
+    of: str | None = None  # aggregate other runs: its task's ``baseline``, those ``started``, or the whole ``task``
 
     @classmethod
     def parse(cls, text: str, where: str) -> Column:
