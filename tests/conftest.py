@@ -119,6 +119,18 @@ def _gpt2(vocab: int = 256, d: int = 64, layers: int = 2, heads: int = 4, seed: 
     return GPT2LMHeadModel(config)
 
 
+def _bergamot(vocab: int = 256, d: int = 64, layers: int = 2, heads: int = 4, seed: int = 0,
+              **overrides) -> nn.Module:
+    """A tiny Bergamot student (heads.bergamot: encoder self and cross attention, an SSRU decoder)."""
+    from heads.bergamot.model import BergamotConfig, BergamotForConditionalGeneration
+
+    config = BergamotConfig(vocab_size=vocab, d_model=d, encoder_layers=layers, decoder_layers=layers,
+                            encoder_attention_heads=heads, decoder_attention_heads=heads, encoder_ffn_dim=4 * d,
+                            decoder_ffn_dim=4 * d, **overrides)
+    torch.manual_seed(seed)
+    return BergamotForConditionalGeneration(config)
+
+
 # model_type -> (a tiny seeded model of it, what its batches look like). Every model type head surgery
 # supports (heads/surgery/families) has a line here; test_every_registered_family_has_a_tiny_config says so.
 TINY: dict[str, tuple[Callable[..., nn.Module], str]] = {
@@ -128,6 +140,7 @@ TINY: dict[str, tuple[Callable[..., nn.Module], str]] = {
     "bert": (models.bert, "classifier"),
     "marian": (models.marian, "seq2seq"),
     "bart": (_bart, "seq2seq"),
+    "bergamot": (_bergamot, "seq2seq"),
     "roberta": (_roberta_like(RobertaConfig, RobertaForSequenceClassification), "classifier"),
     "xlm-roberta": (_roberta_like(XLMRobertaConfig, XLMRobertaForSequenceClassification), "classifier"),
     "gpt2": (_gpt2, "causal"),  # fused q/k/v in one Conv1D

@@ -173,7 +173,7 @@ def test_a_model_family_that_cannot_do_the_task_is_refused(base, tmp_path, capsy
     out = tmp_path / "mt"
     argv = ["train", "--task", "mt", "--preset", "smoke", "--out", str(out), base["data"], *SHORT]
     refused([*argv, f"model.source={base['run'] / 'model'}"], capsys, "LlamaForCausalLM", "cannot do task 'mt'",
-            "families that can: ['marian']")
+            "families that can: ['marian', 'bergamot']")
     refused([*argv, "model.family=llama"], capsys, "model.family: 'llama' cannot do task 'mt'")
     bare = tmp_path / "bare"  # a model folder without its run: the --task given is the one that applies
     shutil.copytree(base["run"] / "model", bare)

@@ -296,7 +296,11 @@ class BergamotForConditionalGeneration(PreTrainedModel):
         encoded = self.model.encoder(input_ids, attention_mask)
         x = self.model.decoder.embed(decoder_input_ids, 0, first=True)
         hidden, _ = self.model.decoder(x, self.cross_keys_values(encoded), padding_mask(attention_mask))
-        return Seq2SeqLMOutput(logits=self.logits(hidden), encoder_last_hidden_state=encoded)
+        logits = self.logits(hidden)
+        # the token-mean cross-entropy transformers' seq2seq models report with labels (-100: not scored)
+        loss = None if labels is None else F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(),
+                                                           ignore_index=-100)
+        return Seq2SeqLMOutput(loss=loss, logits=logits, encoder_last_hidden_state=encoded)
 
     @torch.no_grad()
     def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, num_beams: int = 1,
