@@ -166,6 +166,17 @@ def _bert(t: _Tally, c, head: bool) -> None:
         t.linear(d, c.num_labels, True, per_token=1 / t.seq_len)
 
 
+def _encoder_layers(t: _Tally, c) -> None:
+    """An encoder-decoder's encoder layers (Marian, BART, Bergamot): self-attention, a feed-forward block and two
+    LayerNorms each."""
+    d = c.d_model
+    for layer in range(c.encoder_layers):
+        t.attention(d, "encoder", layer, "self", True)
+        t.linear(d, c.encoder_ffn_dim, True)
+        t.linear(c.encoder_ffn_dim, d, True)
+        t.weights(4 * d)  # two LayerNorms
+
+
 def _marian(t: _Tally, c, head: bool) -> None:
     d = c.d_model
     shared, tied = c.share_encoder_decoder_embeddings, c.tie_word_embeddings
@@ -180,11 +191,7 @@ def _marian(t: _Tally, c, head: bool) -> None:
         t.weights((c.vocab_size + target_vocab) * d)  # own encoder and decoder tables
     # Sinusoidal positions are a frozen Parameter (requires_grad=False), so model.parameters() counts them.
     t.weights(2 * c.max_position_embeddings * d)
-    for layer in range(c.encoder_layers):
-        t.attention(d, "encoder", layer, "self", True)
-        t.linear(d, c.encoder_ffn_dim, True)
-        t.linear(c.encoder_ffn_dim, d, True)
-        t.weights(4 * d)  # two LayerNorms
+    _encoder_layers(t, c)
     for layer in range(c.decoder_layers):
         t.attention(d, "decoder", layer, "causal", True)
         t.attention(d, "decoder", layer, "cross", True)
@@ -201,11 +208,7 @@ def _bergamot(t: _Tally, c, head: bool) -> None:
     positions computed (no parameters), an SSRU instead of decoder self-attention."""
     d = c.d_model
     t.weights(c.vocab_size * d)
-    for layer in range(c.encoder_layers):
-        t.attention(d, "encoder", layer, "self", True)
-        t.linear(d, c.encoder_ffn_dim, True)
-        t.linear(c.encoder_ffn_dim, d, True)
-        t.weights(4 * d)  # two LayerNorms
+    _encoder_layers(t, c)
     for layer in range(c.decoder_layers):
         t.linear(d, d, False)  # SSRU W
         t.linear(d, d, True)  # SSRU forget gate
@@ -225,11 +228,7 @@ def _bart(t: _Tally, c, head: bool) -> None:
     # each stack normalises its embeddings.
     tables = 1 if c.tie_word_embeddings else 3
     t.weights(tables * c.vocab_size * d + 2 * (c.max_position_embeddings + 2) * d + 4 * d)
-    for layer in range(c.encoder_layers):
-        t.attention(d, "encoder", layer, "self", True)
-        t.linear(d, c.encoder_ffn_dim, True)
-        t.linear(c.encoder_ffn_dim, d, True)
-        t.weights(4 * d)
+    _encoder_layers(t, c)
     for layer in range(c.decoder_layers):
         t.attention(d, "decoder", layer, "causal", True)
         t.attention(d, "decoder", layer, "cross", True)
