@@ -77,3 +77,21 @@ def test_kill_9_after_the_strategy_acted_then_resume_equals_uninterrupted(name, 
     assert resumed["warmup_end"] == uninterrupted["warmup_end"]  # read back from the kept events
     if name == "curriculum":  # both waves removed heads, the second one after the resume
         assert [e["step"] for e in read_jsonl(whole / "events.jsonl") if e["event"] == "prune"] == [5, 15]
+
+
+def test_a_run_killed_after_its_end_events_writes_them_once(data_root, tmp_path):
+    """A kill after the last checkpoint and the end's events (L0's gates, its removals) but before the summary:
+    the rerun resumes at the last step and runs the end again; its events appear once, as in a whole run (the
+    checkpoint counts the events before it: the end's share its step, so a truncation by step kept them)."""
+    overrides = [f"train.steps={STEPS}", f"train.checkpoint_every={CHECKPOINT_EVERY}", "strategy.name=l0",
+                 *(f"strategy.params.{key}={json.dumps(value)}" for key, value in ACTING["l0"].items())]
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    train_run(smoke("lm", data_root, *overrides), whole)
+    train_run(smoke("lm", data_root, *overrides), cut)
+    (cut / "summary.json").unlink()  # as if killed between the end's events and the summary
+    ends = [e for e in read_jsonl(whole / "events.jsonl") if e["step"] == STEPS]
+    assert ends, "the end wrote no events at its step: the test tests nothing"
+    resumed = train_run(smoke("lm", data_root, *overrides), cut)
+    assert resumed["resumed"]
+    assert read_jsonl(cut / "events.jsonl") == read_jsonl(whole / "events.jsonl")
+    assert sha256(cut / "model/model.safetensors") == sha256(whole / "model/model.safetensors")

@@ -163,7 +163,10 @@ class Trainer:
         for hook, hook_state in zip(self.hooks, state["hooks"], strict=True):
             hook.load_state_dict(hook_state)
         self.metrics.truncate_after(self.step)
-        self.events.truncate_after(self.step)
+        if state.get("event_records") is None:  # a checkpoint from before the count was kept: by step
+            self.events.truncate_after(self.step)
+        else:  # the events its step had when it was written: the run's end, after it, writes its own again
+            self.events.truncate_to(int(state["event_records"]))
         self._update_cost()
         for hook in self.hooks:
             hook.on_resume(self)
@@ -180,6 +183,7 @@ class Trainer:
             "dropout": get_dropout(self.model),
             "hooks": [h.state_dict() for h in self.hooks],
             "identity": self.identity,
+            "event_records": self.events.records(),  # rank 0's count; the others write no events
         }
         if self.scaler is not None:
             state["scaler"] = self.scaler.state_dict()

@@ -22,6 +22,20 @@ class MetricsLog:
         kept = [r for r in read_jsonl(self.path, torn_tail_ok=True) if r["step"] <= step]
         write_text(self.path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
 
+    def records(self) -> int:
+        """How many whole records the file holds (a torn last line is not one)."""
+        if not self.active or not self.path.exists():
+            return 0
+        return len(read_jsonl(self.path, torn_tail_ok=True))
+
+    def truncate_to(self, count: int) -> None:
+        """Keep the first ``count`` records: what a checkpoint saw, even where later records share its step (the
+        events a run's end writes after its last checkpoint, which a resume writes again)."""
+        if not self.active or not self.path.exists():
+            return
+        kept = read_jsonl(self.path, torn_tail_ok=True)[:count]
+        write_text(self.path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
+
     def write(self, record: dict) -> None:
         if not self.active:
             return
