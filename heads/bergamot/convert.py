@@ -113,12 +113,8 @@ def load_binary(path: str | os.PathLike) -> BergamotForConditionalGeneration:
         for key, name in names.items():
             value = tensors[name]
             # Marian multiplies x W with W [in, out]; nn.Linear keeps [out, in]. Vectors are [1, n].
-            if name == "Wemb":
-                pass
-            elif value.shape[0] == 1:
-                value = value.reshape(-1)
-            else:
-                value = value.T
+            if name != "Wemb":  # the embedding is [vocab, d] as nn.Embedding keeps it
+                value = value.reshape(-1) if value.shape[0] == 1 else value.T
             if value.shape != own[key].shape:
                 raise BinaryModelError(f"{path}: {name} has shape {tuple(tensors[name].shape)}, the model needs "
                                        f"{tuple(own[key].shape)} for {key}")
