@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
+from heads.yamlio import load_yaml  # the one YAML reading (heads.yamlio); also imported from here
 
 
 class ConfigError(ValueError):
@@ -208,37 +207,18 @@ def parse_overrides(items: list[str]) -> dict:
         *parents, leaf = key.split(".")
         for part in parents:
             node = node.setdefault(part, {})
-        node[leaf] = _scalar(raw)
+        node[leaf] = _scalar(raw, key)
     return out
 
 
-class YamlLoader(yaml.SafeLoader):
-    """YAML as a config means it: only true and false are booleans (YAML 1.1 also reads yes/no/on/off as
-    booleans, so a label named "no" would become False)."""
-
-
-YamlLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in found if tag != "tag:yaml.org,2002:bool"]
-    for first, found in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-YamlLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-                                 list("tTfF"))
-
-
-def load_yaml(text: str) -> Any:
-    """A config's YAML (a file or a command-line value), with :class:`YamlLoader`'s booleans."""
-    return yaml.load(text, Loader=YamlLoader)  # noqa: S506 - a SafeLoader subclass
-
-
-def _scalar(raw: str) -> Any:
-    """YAML's reading of a command-line value, plus what YAML 1.1 misses: ``1e-4`` is a float."""
+def _scalar(raw: str, key: str) -> Any:
+    """A command-line value read as the same YAML as a file (:mod:`heads.yamlio`: ``010`` is ten, ``1:30`` text),
+    plus the words Python reads as non-finite numbers (``nan``, ``inf``), so a range check names them."""
     if raw == "":
         return None
-    value = load_yaml(raw)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
+    value = load_yaml(raw, f"{key}={raw}", ConfigError)
+    if isinstance(value, str) and value.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
+        return float(value)
     return value
 
 

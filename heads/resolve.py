@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from heads.config import ConfigError, RunConfig, load_yaml, merge, parse_overrides, validate
+from heads.config import ConfigError, RunConfig, merge, parse_overrides, validate
 from heads.presets import preset_for
 
 
@@ -22,8 +22,9 @@ def resolve(task: str, preset: str, file: str | Path | None = None, overrides: l
     config = RunConfig(task=task, preset=preset)
     merge(config, preset_for(task, preset))
     if file is not None:
-        text = Path(file).read_text()
-        loaded = json.loads(text) if str(file).endswith(".json") else load_yaml(text)
+        from heads.yamlio import read_text, read_yaml
+
+        loaded = json.loads(read_text(file)) if str(file).endswith(".json") else read_yaml(file, ConfigError)
         merge(config, loaded or {})
     merge(config, parse_overrides(overrides or []))
     if config.task != task:

@@ -119,9 +119,8 @@ def dag_for(root: str | Path, preset: str, overrides: Mapping[str, Any] | None =
     name mapping to keys that replace its own) on top. ``tasks`` maps a task to run-config sections (a user's
     model and data) laid under every run of that task. A replication's settings may name its own ``seeds``
     (``seeds_of``), unless the overrides set the DAG's."""
-    import yaml
-
     from heads.presets import preset as load_preset
+    from heads.yamlio import read_yaml
 
     overrides = dict(overrides or {})
     user_seeds = overrides.pop("seeds", None)
@@ -132,7 +131,7 @@ def dag_for(root: str | Path, preset: str, overrides: Mapping[str, Any] | None =
     _check_task_sections(dag.get("tasks"), preset)
     for name in replications(root):
         path = Path(root) / name / "settings.yaml"
-        doc = yaml.safe_load(path.read_text()) if path.is_file() else {}
+        doc = read_yaml(path, SheetError) if path.is_file() else {}
         if preset not in (doc or {}):
             raise SheetError(f"{path}: no settings for preset {preset!r} (null: not run at that preset)")
         if doc[preset] is None:  # a replication made for other scales (the pretrained model's runs at its own)

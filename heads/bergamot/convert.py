@@ -13,10 +13,10 @@ import os
 from pathlib import Path
 
 import torch
-import yaml
 
 from heads.bergamot.binary import BinaryModelError, read
 from heads.bergamot.model import BergamotConfig, BergamotForConditionalGeneration
+from heads.yamlio import load_yaml
 
 EOS, UNK = "</s>", "<unk>"
 # What the model.yml must say for this port to be the model: key -> accepted values
@@ -44,7 +44,7 @@ def model_file(folder: Path) -> Path:
 
 def config_from(model_yml: str, source: str) -> BergamotConfig:
     """The config of the model a ``model.yml`` describes; other architectures are refused by name."""
-    spec = yaml.safe_load(model_yml) or {}
+    spec = load_yaml(model_yml, source, BinaryModelError) or {}
     wrong = {k: spec.get(k) for k, ok in EXPECTED.items() if spec.get(k) not in ok}
     if wrong:
         raise BinaryModelError(f"{source}: not a Bergamot student this port implements ({wrong}; expected "

@@ -73,18 +73,14 @@ def add_run_options(p: argparse.ArgumentParser, required: bool = True) -> None:
 
 def _check_config_file(file: Path) -> None:
     """A --config file that exists and holds a mapping: a missing file or bad YAML named with its line."""
-    import yaml
-
-    from heads.config import load_yaml
+    from heads.yamlio import YamlError, read_yaml
 
     if not file.is_file():
         raise fail(f"--config {file}: no such file")
     try:
-        data = read_json(file, "JSON") if file.suffix == ".json" else load_yaml(file.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f", line {mark.line + 1}" if mark is not None else ""
-        raise fail(f"--config {file}{where}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
+        data = read_json(file, "JSON") if file.suffix == ".json" else read_yaml(file)
+    except YamlError as exc:  # names the file and line: invalid, a key given twice, an alias bomb
+        raise fail(f"--config {exc}") from None
     if data is not None and not isinstance(data, dict):
         raise fail(f"--config {file}: holds a {type(data).__name__}, not a mapping of config sections")
 

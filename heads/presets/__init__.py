@@ -8,9 +8,8 @@ from copy import deepcopy
 from functools import cache
 from pathlib import Path
 
-import yaml
-
 from heads.config import ConfigError
+from heads.yamlio import read_yaml
 
 HERE = Path(__file__).resolve().parent
 
@@ -24,7 +23,7 @@ def _load(preset: str) -> dict:
     path = HERE / f"{preset}.yaml"
     if not path.is_file():
         raise ConfigError(f"preset: {preset!r} is not one of {names()}")
-    return yaml.safe_load(path.read_text())
+    return read_yaml(path, ConfigError)
 
 
 def preset(name: str) -> dict:

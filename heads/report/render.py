@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import yaml
-
 from heads.report.claims import evaluate_all, write_ledger
 from heads.report.collect import RunTree
 from heads.report.figures import FIGURES, NEEDS
@@ -20,6 +18,7 @@ from heads.report.ledger import write_environments
 from heads.report.spec import load_all
 from heads.report.table_spec import TableSpec, TableSpecError
 from heads.report.tables import BUILT_IN, Tables
+from heads.yamlio import read_yaml
 
 DEFAULT_REPLICATIONS = Path("replications")
 
@@ -45,7 +44,7 @@ def _declared(name: str, root: str | Path) -> tuple[dict[str, TableSpec | None],
     path = Path(root) / name / "report.yaml"
     if not path.is_file():
         raise TableSpecError(f"unknown replication {name!r}; known: {replications(root)} (no {path})")
-    doc = yaml.safe_load(path.read_text()) or {}
+    doc = read_yaml(path, TableSpecError) or {}
     tables, figures = doc.get("tables") or {}, list(doc.get("figures") or [])
     if isinstance(tables, list):  # names alone: built-in tables
         tables = dict.fromkeys(tables)

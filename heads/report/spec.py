@@ -8,10 +8,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from heads.report.measures import SelectorError, check_selector
 from heads.report.stats import DIRECTIONS, TESTS
+from heads.yamlio import read_yaml
 
 CLAIM_KINDS = {"value": 0.0, "paired_difference": 0.0, "paired_ratio": 1.0}  # kind -> default null_value
 REQUIRED = ("id", "text")
@@ -221,10 +220,8 @@ def parse_claim(raw: Mapping[str, Any], replication: str, where: str,
 
 
 def _read_yaml(path: Path) -> Any:
-    try:
-        return yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ClaimSpecError(f"{path}: not valid YAML ({exc})") from None
+    """The project's one YAML reading (a `claims:` given twice is refused, not the first silently dropped)."""
+    return read_yaml(path, ClaimSpecError)
 
 
 def shared_preconditions(root: str | Path) -> dict[str, Precondition]:

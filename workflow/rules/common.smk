@@ -16,6 +16,17 @@ from heads.sheet import (
     replications as replication_folders,
 )
 
+# Snakemake reads its configfiles by YAML 1.1 and keeps the last of a key given twice (`dag:` twice dropped the
+# first); each is read again by the project's reader, which refuses that, alias bombs, and any value the two
+# readings take differently (`010`: eight there, ten here), in one line naming the file and key.
+from heads.yamlio import YamlError, check_configfile
+from snakemake.common.configfile import load_configfile
+
+for _file in workflow.configfiles:
+    try:
+        check_configfile(_file, load_configfile(_file))
+    except YamlError as e:
+        raise ValueError(f"configfile {e}") from None
 PRESET = config["preset"]
 # The preset's seeds and each replication's own settings, under the workflow config's overrides; every
 # replication's settings checked against its folder's schema before any job runs.
