@@ -42,8 +42,10 @@ def from_dict(data: dict) -> RunConfig:
 
 
 def check_run(config: RunConfig) -> None:
-    """The value checks of :func:`heads.config.validate`, then the strategy's name and typed parameters."""
-    from heads.strategies import build_strategy
+    """The value checks of :func:`heads.config.validate`, then the strategy's name and its parameters, typed, in
+    range and against this run (:func:`heads.strategies.registry.check_params`): every run's config goes
+    through here before anything is written."""
+    from heads.strategies.registry import check_params
 
     validate(config)
     if config.data.source == "offline" and config.data.dataset is not None:
@@ -53,12 +55,4 @@ def check_run(config: RunConfig) -> None:
             offline_corpus(config.task, config.data.dataset)
         except DataError as exc:
             raise ConfigError(f"data.dataset: {exc}") from None
-    m = config.model
-    strategy = build_strategy(config.strategy.name, config.strategy.params)  # unknown name, bad parameter
-    if m.source == "config":  # a pretrained source's head count is known only once it is loaded
-        for name in ("floor", "keep"):
-            value = getattr(strategy.params, name, None)
-            if isinstance(value, int) and not isinstance(value, bool) and value > m.heads:
-                raise ConfigError(
-                    f"strategy.params.{name}: {value} exceeds the {m.heads} heads of each site (model.heads)"
-                )
+    check_params(config.strategy.name, config.strategy.params, config)  # unknown name, bad or idle parameter

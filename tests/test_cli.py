@@ -171,7 +171,7 @@ def test_ablate_and_curve(smoke_run, tmp_path):
     assert main([*argv, "--out", str(tmp_path / "r1.json")]) == 0  # one order: the curve of seed 3 itself
     single = json.loads((tmp_path / "r1.json").read_text())
     assert "per_order" not in single and single["points"] == orders[0]
-    with pytest.raises(UserError, match="orders: 0 must be a whole number >= 1"):
+    with pytest.raises(UserError, match="orders: must be >= 1, got 0"):
         main([*argv, "orders=0", "--out", str(tmp_path / "r0.json")])
 
 

@@ -45,8 +45,19 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _scorer_params(args) -> dict:
-    return parse_params(args.param)
+def _scorer_params(args, model=None) -> dict:
+    """``--param`` as the scorer's declared parameters, typed and in range (``--param KEY`` named in an error);
+    with the ``model``, a ``layers`` parameter within its layers too."""
+    from heads.scoring.registry import check_scorer_params
+
+    params = parse_params(args.param)
+    layers = None
+    if model is not None:
+        from heads.surgery import sites
+
+        layers = max((s.layer for s in sites(model)), default=-1) + 1
+    check_scorer_params(args.scorer, params, "--param ", layers=layers)
+    return params
 
 
 def cmd_score(args: argparse.Namespace) -> int:
@@ -55,17 +66,19 @@ def cmd_score(args: argparse.Namespace) -> int:
     from heads.surgery import head_layout
 
     check_out_file(args.out)
+    params = _scorer_params(args)  # before the model is loaded
     loaded = load_for_task(args)
+    _scorer_params(args, loaded.model)
     batches = scoring_batches(loaded, args.split, args.batches)
     try:
         with loaded.placement.autocast():
-            scores = compute_scores(args.scorer, loaded.model, batches, **_scorer_params(args))
+            scores = compute_scores(args.scorer, loaded.model, batches, **params)
     except (KeyError, TypeError) as exc:
         raise fail(f"score: {exc}") from None
     layout = head_layout(loaded.model)
     result = {
         "scorer": args.scorer,
-        "params": _scorer_params(args),
+        "params": params,
         "split": args.split,
         "batches": len(batches),
         "scores": {site: {"heads": layout[site], "values": v.tolist()} for site, v in scores.items()},

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from heads.params import param
 from heads.scoring.evaluate import evaluate_closures
 from heads.scoring.registry import Scorer, Scores, register_scorer
 from heads.scoring.session import scoring_mode
@@ -20,19 +21,19 @@ from heads.surgery import head_layout
 
 @dataclass(frozen=True)
 class AblationParams:
-    chunk: int = 8  # ablations per forward pass (the batch is repeated this many times)
-    alpha: float = 0.05  # significance level of the paired t-test
+    chunk: int = param(8, ge=1)  # ablations per forward pass (the batch is repeated this many times)
+    alpha: float = param(0.05, gt=0, lt=1)  # significance level of the paired t-test
     test: Literal["loss", "accuracy"] = "loss"  # which per-example statistic the t-test compares
     # Changes this small are float noise (the stacked batch runs other kernel shapes than the baseline):
     # per-example differences and deltas within it count as exactly 0.
-    noise_tol: float = 1e-6
+    noise_tol: float = param(1e-6, ge=0)
     # Only the sites of these layers (None: every layer): a large model's heads are ablated on a stated sample
     # of its layers, so each ablation can afford enough examples to detect a small change.
-    layers: tuple[int, ...] | None = None
+    layers: tuple[int, ...] | None = param(None, ge=0, min_len=1)
     # The power statement of each head's test: the smallest per-example change it detects at this level with
     # 80 % power (detectable_shift), so a count of heads significant at that level (a claim's alpha: 0.01) says
     # what size it could see; `significant` itself is at `alpha`.
-    power_alpha: float = 0.01
+    power_alpha: float = param(0.01, gt=0, lt=1)
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,14 @@ from typing import Any
 import torch
 from torch import nn
 
+from heads.params import param
 from heads.scoring.registry import Scorer, Scores, register_scorer
 from heads.surgery import head_layout
 
 
 @dataclass(frozen=True)
 class RandomParams:
-    seed: int = 0
+    seed: int = param(0, ge=0)
 
 
 @register_scorer("random")

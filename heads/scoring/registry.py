@@ -8,13 +8,13 @@ single selection rule (see ``heads.scoring.select``).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
+from heads.params import ParamError, check_params
 from heads.registry import NoParams, Registry, UnknownName, load_plugins, plugin_hint
 
 SCORER_PLUGINS = "heads.scorers"  # the entry-point group of scorers from other packages
@@ -36,12 +36,9 @@ class Scorer:
         return (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
 
     def params(self, **overrides: Any) -> Any:
-        """The parameter dataclass with ``overrides``; unknown names fail with the known ones."""
-        known = {f.name for f in dataclasses.fields(self.Params)}
-        unknown = sorted(set(overrides) - known)
-        if unknown:
-            raise TypeError(f"scorer {self.name!r} has no parameters {unknown}; parameters: {sorted(known)}")
-        return self.Params(**overrides)
+        """The parameter dataclass with ``overrides``, typed and in range (:func:`heads.params.check_params`);
+        unknown names fail with the known ones (a :class:`~heads.params.ParamError`, a TypeError too)."""
+        return check_params(self.Params, overrides, "", f"scorer {self.name!r}")
 
     def score(self, model: nn.Module, batches: Iterable[Mapping[str, Any]], params: Any = None) -> Scores:
         params = self.Params() if params is None else params
@@ -78,6 +75,22 @@ def get_scorer(name: str) -> Scorer:
     if name not in _REGISTRY:
         raise UnknownName(f"unknown scorer {name!r}; known scorers: {sorted(_REGISTRY)}; {plugin_hint('scorer')}")
     return _REGISTRY.lookup(name)()
+
+
+def check_scorer_params(name: str, params: Mapping[str, Any] | None, where: str = "--param ",
+                        layers: int | None = None) -> Any:
+    """The parameters of scorer ``name`` as its ``Params``, every one declared, typed and in range, a key in an
+    error named ``{where}KEY`` (``--param chunk``, ``strategy.params.scorer_params.chunk``); given the model's
+    number of ``layers``, a ``layers`` parameter naming one it does not have is refused too. The one check
+    ``heads score``, a strategy's ``scorer_params`` and a workflow's entries go through, before any work."""
+    scorer = get_scorer(name)
+    typed = check_params(scorer.Params, params, where, f"scorer {name!r}")
+    chosen = getattr(typed, "layers", None)
+    if layers is not None and isinstance(chosen, tuple):
+        bad = sorted(x for x in set(chosen) if not 0 <= x < layers)
+        if bad:
+            raise ParamError(f"{where}layers: {bad} are not layers of this model (0 to {layers - 1})")
+    return typed
 
 
 def list_scorers() -> dict[str, str]:

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from heads.config import ConfigError
+from heads.params import param
 from heads.scoring import compute_scores, get_scorer, stratified_scores
 from heads.scoring.select import group_sizes, select
 from heads.surgery import head_layout
@@ -25,9 +26,9 @@ class Selection:
 
     scorer: str = "importance"
     scope: str = "global"  # global | per_site
-    floor: int = 1
-    seed: int = 0
-    scorer_params: dict = field(default_factory=dict)
+    floor: int = param(1, ge=0)
+    seed: int = param(0, ge=0)
+    scorer_params: dict = field(default_factory=dict)  # checked against the scorer's own (base._check_common)
 
     def check_selection(self) -> None:
         if self.scope not in SCOPES:

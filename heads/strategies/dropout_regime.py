@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from heads.config import ConfigError
 from heads.events import Redundancy
+from heads.params import param
 from heads.scoring.similarity import (
     SimilarityParams,
     check_similarity,
@@ -14,7 +14,7 @@ from heads.scoring.similarity import (
     share_redundant,
     similarity_matrices,
 )
-from heads.strategies.base import Strategy, check_ratio
+from heads.strategies.base import Strategy
 from heads.strategies.common import redundant_to_remove
 from heads.strategies.registry import register_strategy
 from heads.surgery import head_layout, num_heads
@@ -23,26 +23,20 @@ from heads.train.loop import Hook
 
 @dataclass
 class DropoutRegimeParams:
-    high: float | None = None  # attention dropout during warm-up; None = do nothing
-    low: float = 0.1  # attention dropout after the switch
-    warmup_fraction: float = 0.1
-    threshold: float = 0.85  # cosine similarity that makes a head redundant
+    high: float | None = param(None, ge=0, lt=1)  # attention dropout during warm-up; None = do nothing
+    low: float = param(0.1, ge=0, lt=1)  # attention dropout after the switch
+    warmup_fraction: float = param(0.1, gt=0, lt=1)
+    # cosine similarity above which a head is redundant: a cosine never exceeds 1, so 1 or more never prunes
+    threshold: float = param(0.85, ge=-1, lt=1)
     prune: bool = True  # False: only switch rates and measure the redundancy ratio
-    max_ratio: float = 0.4  # at most this share of heads pruned at the switch
-    probe_batches: int = 4
-    floor: int = 1
+    max_ratio: float = param(0.4, ge=0, lt=1)  # at most this share of heads pruned at the switch
+    probe_batches: int = param(4, ge=1)
+    floor: int = param(1, ge=0)
     pooling: str = "token"  # the similarity's definition: token | mean (the report's; heads.scoring.similarity)
     space: str = "value"  # value | residual
 
     def check(self) -> None:
         check_similarity(self.pooling, self.space)
-        for name in ("low", "high"):
-            value = getattr(self, name)
-            if value is not None and not 0 <= value < 1:
-                raise ConfigError(f"strategy.params.{name}: {value} is outside [0, 1)")
-        check_ratio("max_ratio", self.max_ratio)
-        if not 0 < self.warmup_fraction < 1:
-            raise ConfigError(f"strategy.params.warmup_fraction: {self.warmup_fraction} is outside (0, 1)")
 
 
 class _Regime(Hook):
@@ -80,6 +74,7 @@ class DropoutRegime(Strategy):
     """Attention dropout high (0.25) in warm-up, prune by similarity, then low (0.1); logs the redundancy ratio."""
 
     Params = DropoutRegimeParams
+    acts_when = "high is set (the warm-up's attention dropout)"
 
     def hooks(self, cfg):
         return [_Regime(self.params, cfg.train.steps)] if self.params.high is not None else []

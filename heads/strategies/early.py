@@ -6,22 +6,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from heads.config import ConfigError
-from heads.strategies.base import Strategy, check_ratio
+from heads.params import param
+from heads.strategies.base import Strategy
 from heads.strategies.common import PruneOnce, Selection
 from heads.strategies.registry import register_strategy
 
 
 @dataclass
 class EarlyParams(Selection):
-    at_step: int = 0  # 0 = never
-    ratio: float = 0.0
-    probe_batches: int = 4
+    at_step: int = param(0, ge=0)  # 0 = never
+    ratio: float = param(0.0, ge=0, lt=1)
+    probe_batches: int = param(4, ge=1)
 
     def check(self) -> None:
-        check_ratio("ratio", self.ratio)
         self.check_selection()
-        if self.at_step < 0:
-            raise ConfigError(f"strategy.params.at_step: must be >= 0, got {self.at_step}")
 
 
 @register_strategy("early")
@@ -29,6 +27,15 @@ class Early(Strategy):
     """Prune the least important heads (|dL/dξ|) once, at a chosen training step."""
 
     Params = EarlyParams
+    acts_when = "at_step > 0 and ratio > 0"
+
+    def check_config(self, config) -> None:
+        super().check_config(config)
+        p, steps = self.params, config.train.steps
+        # refused, not warned: a run labelled early that never prunes would be reported as a pruned result
+        if p.at_step > steps:
+            raise ConfigError(f"strategy.params.at_step: {p.at_step} is beyond the run's {steps} steps "
+                              "(train.steps): the heads would never be pruned")
 
     def hooks(self, cfg):
         p = self.params

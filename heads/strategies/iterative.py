@@ -10,8 +10,9 @@ import torch
 from torch import nn
 
 from heads.config import ConfigError
+from heads.params import param
 from heads.scoring.select import round_half_up
-from heads.strategies.base import Strategy, check_ratio
+from heads.strategies.base import Strategy
 from heads.strategies.common import Selection
 from heads.strategies.registry import register_strategy
 from heads.surgery import head_layout, num_heads, prune_heads
@@ -19,24 +20,19 @@ from heads.surgery import head_layout, num_heads, prune_heads
 
 @dataclass
 class IterativeParams(Selection):
-    step: float = 0.1  # share of the ORIGINAL heads removed per level (Michel: 5-10 %)
-    max_ratio: float = 0.0  # stop at this share pruned; 0 = do nothing
-    batches: int = 8
+    step: float = param(0.1, gt=0, lt=1)  # share of the ORIGINAL heads removed per level (Michel: 5-10 %)
+    max_ratio: float = param(0.0, ge=0, lt=1)  # stop at this share pruned; 0 = do nothing
+    batches: int = param(8, ge=1)
     # independent orders averaged level by level: one random order is one draw (single random 25 % cuts of
     # the same classifier score anywhere from 55 % to 94 %), so a random baseline averages several
-    orders: int = 1
+    orders: int = param(1, ge=1)
     # evaluate every level in one pass under stacked gates on the unpruned model (masked == pruned) instead of
     # the pruned model level by level: one translation pass for a curve instead of one per level, each pass
     # taking a decoding's sequential steps (the first GPU visit's curves ran out of their 60 s)
     together: bool = False
 
     def check(self) -> None:
-        check_ratio("max_ratio", self.max_ratio)
         self.check_selection()
-        if not isinstance(self.orders, int) or self.orders < 1:
-            raise ConfigError(f"strategy.params.orders: {self.orders!r} must be a whole number >= 1")
-        if not 0.0 < self.step < 1.0:
-            raise ConfigError(f"strategy.params.step: {self.step} is outside (0, 1)")
 
 
 # (unpruned model, one {site: [H] gate} per level) -> the metrics of each level, the gates closing its heads

@@ -14,6 +14,7 @@ import torch
 
 from heads.config import ConfigError
 from heads.events import L0Gates
+from heads.params import param as declared
 from heads.strategies.base import Strategy
 from heads.strategies.registry import register_strategy
 from heads.surgery import head_layout, set_gates
@@ -24,19 +25,17 @@ from heads.train.loop import Hook
 
 @dataclass
 class L0Params:
-    lam: float = 0.0  # penalty weight lambda; 0 = do nothing
-    temperature: float = 0.33
-    stretch: tuple[float, float] = (-0.1, 1.1)
-    init: float = 3.0  # initial log_alpha: gates start open (P(open) ~ 1)
-    lr: float = 0.0  # learning rate of the gate parameters; 0 = the run's
+    lam: float = declared(0.0, ge=0)  # penalty weight lambda; 0 = do nothing
+    temperature: float = declared(0.33, gt=0)
+    stretch: tuple[float, float] = declared((-0.1, 1.1))
+    init: float = declared(3.0)  # initial log_alpha: gates start open (P(open) ~ 1)
+    lr: float = declared(0.0, ge=0)  # learning rate of the gate parameters; 0 = the run's
     prune_at_end: bool = True
 
     def check(self) -> None:
         low, high = self.stretch
         if not (low < 0 < 1 < high):
-            raise ConfigError(f"strategy.params.stretch: {self.stretch} must satisfy low < 0 < 1 < high")
-        if self.lam < 0 or self.temperature <= 0:
-            raise ConfigError("strategy.params: lam must be >= 0 and temperature > 0")
+            raise ConfigError(f"strategy.params.stretch: {list(self.stretch)} must satisfy low < 0 < 1 < high")
 
 
 class HardConcrete:
@@ -159,6 +158,7 @@ class L0(Strategy):
     """Voita's Hard-Concrete L0 gates (temperature 0.33, stretch (-0.1, 1.1)); closed heads removed at the end."""
 
     Params = L0Params
+    acts_when = "lam > 0"
 
     def hooks(self, cfg):
         return [_Gates(self.params)] if self.params.lam > 0 else []

@@ -5,25 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from heads.config import ConfigError
-from heads.strategies.base import Strategy, check_ratio
+from heads.params import param
+from heads.strategies.base import Strategy
 from heads.strategies.common import PruneOnce, Selection
 from heads.strategies.registry import register_strategy
 
 
 @dataclass
 class OneshotParams(Selection):
-    ratio: float = 0.0  # share of heads removed; 0 = do nothing
-    proxy_steps: int = 0  # training steps before scoring (they count in the run's budget and clock)
-    probe_batches: int = 4  # batches the similarity is measured on
+    ratio: float = param(0.0, ge=0, lt=1)  # share of heads removed; 0 = do nothing
+    proxy_steps: int = param(0, ge=0)  # training steps before scoring (they count in the run's budget and clock)
+    probe_batches: int = param(4, ge=1)  # batches the similarity is measured on
     scorer: str = "similarity"
     scope: str = "per_site"
     reinit: bool = False  # re-initialise the survivors (and their optimizer state) after pruning
 
     def check(self) -> None:
-        check_ratio("ratio", self.ratio)
         self.check_selection()
-        if self.proxy_steps < 0 or self.probe_batches < 1:
-            raise ConfigError("strategy.params: proxy_steps must be >= 0 and probe_batches >= 1")
 
 
 @register_strategy("oneshot")
@@ -31,6 +29,17 @@ class Oneshot(Strategy):
     """One-shot at (or just after) the start: proxy pass, similarity ranking, remove the top r, optional re-init."""
 
     Params = OneshotParams
+    acts_when = "ratio > 0"
+
+    def check_config(self, config) -> None:
+        super().check_config(config)
+        p, steps = self.params, config.train.steps
+        # Refused, not warned: the pruning hook waits for step proxy_steps, which a shorter run never reaches, so
+        # the run would train the full model to the end and be reported as one-shot pruned at this ratio. At
+        # proxy_steps == steps it prunes after the last step (the model is evaluated pruned, untrained after).
+        if p.proxy_steps > steps:
+            raise ConfigError(f"strategy.params.proxy_steps: {p.proxy_steps} is beyond the run's {steps} steps "
+                              "(train.steps): the heads would never be pruned")
 
     def hooks(self, cfg):
         p = self.params

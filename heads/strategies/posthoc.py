@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from heads.strategies.base import Strategy, check_ratio
+from heads.params import param
+from heads.strategies.base import Strategy
 from heads.strategies.common import Selection
 from heads.strategies.registry import register_strategy
 
 
 @dataclass
 class PosthocParams(Selection):
-    ratio: float = 0.0  # share of the current heads to remove
-    batches: int = 8  # scoring batches
+    ratio: float = param(0.0, ge=0, lt=1)  # share of the current heads to remove
+    batches: int = param(8, ge=1)  # scoring batches
 
     def check(self) -> None:
-        check_ratio("ratio", self.ratio)
         self.check_selection()
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from heads import registry
-from heads.config import ConfigError
+from heads.config import ConfigError, RunConfig
 from heads.registry import Registry, UnknownName, plugin_hint
 from heads.scoring.registry import SCORER_PLUGINS
 from heads.strategies.base import Strategy
@@ -49,6 +49,18 @@ def kind_of(name: str) -> str:
 
 def build_strategy(name: str, params: Mapping[str, Any] | None = None) -> Strategy:
     return get_strategy(name).from_dict(params)
+
+
+def check_params(name: str, params: Mapping[str, Any] | None, config: RunConfig | None = None) -> Strategy:
+    """Strategy ``name`` built from ``params``, each declared, typed and in its range (a scorer's own
+    ``scorer_params`` too), and, given the run's ``config``, checked against it (heads within the model's, steps
+    within the run's; parameters that leave the strategy idle warned about). The one check of a strategy's
+    parameters: every run (:func:`heads.resolve.check_run`), so a workflow's custom entries, goes through it
+    before anything is written. An error names ``strategy.params.KEY``."""
+    strategy = build_strategy(name, params)
+    if config is not None:
+        strategy.check_config(config)
+    return strategy
 
 
 def load_plugins() -> None:
