@@ -105,7 +105,7 @@ def test_the_report_reads_records_with_an_environment_as_without(outputs, tmp_pa
     from heads.report.rows import rows
 
     def tree(root: Path, strip: bool) -> RunTree:
-        places = {0: "lm/baseline/none/0/seed0/summary.json", 3: "lm/posthoc/magnitude/0.5/seed0/summary.json",
+        places = {0: "lm/baseline/none/0.0/seed0/summary.json", 3: "lm/posthoc/importance/0.5/seed0/summary.json",
                   -2: "lm/analysis/speed.json"}
         for index, rel in places.items():
             data = json.loads(outputs[index].read_text())

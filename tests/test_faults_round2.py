@@ -70,8 +70,8 @@ def test_rows_warn_of_a_torn_line_and_an_unreadable_summary(run, tmp_path, capsy
         shutil.copytree(run, seed)
         for name in ("config.json", "summary.json"):
             data = json.loads((seed / name).read_text())
-            data["run"] = {"label": "lm/baseline/none/0.0", "kind": "run", "task": "lm", "seed": int(seed.name[4:]),
-                           "variant": "baseline", "arm": "none", "ratio": 0.0}
+            data["run"] = {"label": f"lm/baseline/none/0.0/{seed.name}", "kind": "run", "task": "lm",
+                           "seed": int(seed.name[4:]), "variant": "baseline", "arm": "none", "ratio": 0.0}
             (seed / name).write_text(json.dumps(data))
     lines = (seed0 / "metrics.jsonl").read_text().splitlines(keepends=True)
     lines[1] = lines[1][:15] + "\n"

@@ -436,10 +436,14 @@ def test_tasks_keep_other_replications_runs_out_of_the_tables(tree_root, tmp_pat
         _cli(["report", "--runs", str(tree_root), "--replication", "training_time", "--out", str(lm), "--tasks", ","])
 
 
-def test_figures_only_and_an_empty_tree(tmp_path, capsys):
+def test_figures_only_and_an_empty_tree(tree_root, tmp_path, capsys):
     out = tmp_path / "fig"
-    (tmp_path / "nothing").mkdir()  # a tree with no run yet: empty figures
-    assert _cli(["report", "--runs", str(tmp_path / "nothing"), "--replication", "training_time", "--out", str(out),
+    (tmp_path / "nothing").mkdir()  # a tree with no run yet: an error, not empty figures that read as results
+    with pytest.raises(SystemExit, match="an empty run tree"):
+        _cli(["report", "--runs", str(tmp_path / "nothing"), "--replication", "training_time", "--out", str(out),
+              "--figures-only"])
+    assert not out.exists()
+    assert _cli(["report", "--runs", str(tree_root), "--replication", "training_time", "--out", str(out),
                  "--figures-only"]) == 0
     assert sorted(p.name for p in out.iterdir()) == sorted(
         f"{f}.png" for f in artefacts("training_time", REPLICATIONS)["figures"])

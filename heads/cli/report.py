@@ -23,10 +23,18 @@ def _listed(text: str | None, flag: str, what: str) -> list[str] | None:
 
 def _tree(runs: Path, tasks: list[str] | None = None, labels: list[str] | None = None):
     from heads.report import RunTree
+    from heads.report.collect import RunTreeError
 
     if not Path(runs).is_dir():
         raise fail(f"--runs {runs}: no such folder (the run tree a DAG writes is OUT/runs)")
-    tree = RunTree(runs, tasks=tasks, labels=labels)
+    try:
+        tree = RunTree(runs, tasks=tasks, labels=labels)
+    except RunTreeError as exc:  # a record that contradicts itself is never averaged in
+        raise fail(f"--runs {runs}: {exc}") from None
+    if tree.empty:  # empty tables and figures from nothing would read as results
+        chosen = " of the --tasks / --labels given" if tasks is not None or labels is not None else ""
+        raise fail(f"--runs {runs}: no run or analysis{chosen} recorded there (an empty run tree: the DAG writes "
+                   "OUT/runs; a run records what it is in its summary.json or config.json)")
     for task in sorted(set(tasks or ()) - set(tree.tasks)):
         print(f"heads: warning: no runs or analyses of task {task!r} under {runs}", file=sys.stderr)
     failed = [r for r in tree.runs if r.failed]
@@ -150,7 +158,7 @@ def cmd_rows(args: argparse.Namespace) -> int:
 
 def cmd_readme(args: argparse.Namespace) -> int:
     from heads.io import write_text
-    from heads.report.readme import FILES, ReadmeError, refresh
+    from heads.report.readme import FILES, ReadmeError, current, refresh
 
     stale = 0
     for readme in args.readme or FILES:
@@ -160,7 +168,7 @@ def cmd_readme(args: argparse.Namespace) -> int:
             text = refresh(readme)
         except ReadmeError as exc:
             raise fail(f"readme: {exc}") from None
-        if text == readme.read_text():
+        if text == current(readme):
             print(f"{readme}: its rendered blocks are current")
         elif args.check:
             print(f"{readme}: its rendered blocks differ from their sources; run: heads readme {readme}")

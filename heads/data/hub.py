@@ -8,6 +8,11 @@ of ``HUB`` are presets of these keys; a preset's keys can be overridden one by o
 
 Classification labels are read from the data (ClassLabel names, or the sorted distinct values of the label
 column, or ``data.labels``) and stored as a ClassLabel; unlabelled rows (missing, ``-1``) are dropped and counted.
+A ``-1`` is "no label" only where it is that convention: in a ClassLabel column, or where the train split's labels
+never hold it (GLUE's hidden test labels). Labels coded ``-1``/``+1`` (``-1`` in train) are two classes: their
+sorted values become ids 0..k-1 (``-1`` -> 0, ``1`` -> 1), named ``["-1", "1"]`` or, in that order, by
+``data.labels``; ``SOURCE.json`` records the names in id order and each name's value (``label_values``). A key
+of a dict column (``translation.fr``) that a row lacks is refused naming the row and the key.
 """
 
 from __future__ import annotations
@@ -375,7 +380,9 @@ def load_raw(spec: Source, path: str | os.PathLike | None = None, cache_dir: str
 
 
 # -- normalising --------------------------------------------------------------------------------------------------
-def _has_column(features: Features, column: str) -> bool:
+def _has_column(features: Features, column: str) -> bool | None:
+    """Whether the features have ``column`` (``translation.de``: a key inside a dict column); None where only the
+    rows can say: a dict column whose rows have different keys is typed as free-form JSON (datasets >= 4)."""
     if column in features:
         return True
     head, *keys = column.split(".")
@@ -385,9 +392,29 @@ def _has_column(features: Features, column: str) -> bool:
             node = node[key]
         elif isinstance(node, Translation) and key in node.languages:
             node = Value("string")
+        elif type(node).__name__ == "Json":
+            return None
         else:
             return False
     return node is not None
+
+
+def _check_keys(data: Dataset, column: str, rows: range, where: str, split: str, key: str) -> None:
+    """Refuse the first row of a free-form JSON column that lacks a key of ``column`` (``translation.fr``), naming
+    the row (of the dataset's split, counting from 1) and the key; a null value is a blank text, dropped and
+    counted as the others are."""
+    head, *keys = column.split(".")
+    for n, value in zip(rows, data[head], strict=True):
+        for k in keys:
+            if value is None:
+                break
+            if not isinstance(value, dict) or k not in value:
+                found = sorted(value) if isinstance(value, dict) else type(value).__name__
+                raise DataError(
+                    f"{where}: row {n + 1} of split {split!r} has no key {k!r} in column {head!r} "
+                    f"(data.columns.{key}={column!r}); that row has {found}. Add it, or remove the row"
+                )
+            value = value[k]
 
 
 def _values(batch: Mapping[str, list], column: str) -> list:
@@ -405,8 +432,9 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value).strip()
 
 
-def _label_value(value: Any) -> int | str | None:
-    """A label as int or str; None when the row has none (missing, NaN, -1, blank); ValueError if unreadable."""
+def _label_value(value: Any, minus_one: bool = False) -> int | str | None:
+    """A label as int or str; None when the row has none (missing, NaN, blank, and -1 unless ``minus_one``: -1 is
+    then a class, as in labels coded -1/+1); ValueError if unreadable."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, str):
@@ -418,20 +446,33 @@ def _label_value(value: Any) -> int | str | None:
             raise ValueError(f"{value!r} is not a class (regression targets are not supported)")
         value = int(value)
     if isinstance(value, int):  # bool too
-        return None if value == -1 else int(value)
+        return None if value == -1 and not minus_one else int(value)
     raise ValueError(f"{value!r} ({type(value).__name__}) is neither a class name nor a class number")
 
 
-def _label_set(spec: Source, raw: dict[str, Dataset], where: str) -> tuple[list[str], dict]:
-    """Label names in id order and the mapping of label values to ids, from ``data.labels``, the train split's
-    ClassLabel, or the sorted distinct values of every split's label column."""
+def _minus_one_is_a_class(spec: Source, raw: dict[str, Dataset]) -> bool:
+    """Whether -1 is a class of the label column, not the "no label" of GLUE's hidden test labels: the column is
+    no ClassLabel (whose convention -1 is) and the train split's rows hold -1 (a split of unlabelled rows never
+    trains)."""
+    column = spec.columns[LABEL]
+    if isinstance(raw["train"].features.get(column), ClassLabel):
+        return False
+    found = _values(raw["train"].select_columns([column.split(".")[0]]).to_dict(), column)
+    return any(isinstance(v, (int, float)) and not isinstance(v, bool) and v == -1 for v in found)
+
+
+def _label_set(spec: Source, raw: dict[str, Dataset], where: str) -> tuple[list[str], dict, bool]:
+    """Label names in id order, the mapping of label values to ids and whether -1 is a class
+    (:func:`_minus_one_is_a_class`), from ``data.labels``, the train split's ClassLabel, or the sorted distinct
+    values of every split's label column (-1/+1: ``["-1", "1"]``, ids 0 and 1)."""
     column = spec.columns[LABEL]
     feature = raw["train"].features.get(column)
+    minus_one = _minus_one_is_a_class(spec, raw)
     values: set = set()
     for ours, data in raw.items():
         for v in set(_values(data.select_columns([column.split(".")[0]]).to_dict(), column)):
             try:
-                values.add(_label_value(v))
+                values.add(_label_value(v, minus_one))
             except ValueError as e:
                 raise DataError(
                     f"{where}: the labels of split {spec.splits[ours]!r} (data.columns.label={column!r}) are "
@@ -445,6 +486,9 @@ def _label_set(spec: Source, raw: dict[str, Dataset], where: str) -> tuple[list[
     if names is None:
         names = [str(v) for v in sorted(values)]
         to_id = {v: i for i, v in enumerate(sorted(values))}
+    elif numbers and spec.labels and values and not values <= set(range(len(names))) and len(values) == len(names):
+        # numbers that are not ids 0..k-1 (-1/+1) name data.labels' classes in the order of their values
+        to_id = {v: i for i, v in enumerate(sorted(values))}
     else:
         to_id = {i: i for i in range(len(names))} if numbers else {n: i for i, n in enumerate(names)}
     unknown = sorted(map(str, values - set(to_id)))
@@ -455,7 +499,7 @@ def _label_set(spec: Source, raw: dict[str, Dataset], where: str) -> tuple[list[
         )
     if len(names) < 2:
         raise DataError(f"{where}: label column {column!r} holds the one label {names}: a classifier needs two")
-    return names, to_id
+    return names, to_id, minus_one
 
 
 def normalise(
@@ -484,13 +528,17 @@ def normalise(
     for ours, data in parts.items():
         for column in columns:
             theirs = spec.columns.get(column)
-            if theirs is not None and not _has_column(data.features, theirs):
+            found = None if theirs is None else _has_column(data.features, theirs)
+            if theirs is not None and found is None:  # keys that differ by row: the rows say
+                _check_keys(data, theirs, _taken(taken, ours), where, parse_split(spec.splits.get(ours, ours))[0],
+                            column)
+            elif theirs is not None and not found:
                 raise DataError(
                     f"{where}: split {spec.splits.get(ours, ours)!r} has no column {theirs!r} for "
                     f"data.columns.{column}; its columns: {list(data.features)}"
                 )
     labelled = LABEL in columns
-    names, to_id = _label_set(spec, parts, where) if labelled else (None, {})
+    names, to_id, minus_one = _label_set(spec, parts, where) if labelled else (None, {}, False)
     features = Features(
         {c: ClassLabel(names=names) if c == LABEL and labelled else Value("string") for c in columns}
     )
@@ -503,7 +551,7 @@ def normalise(
             if theirs is None:
                 out[column] = [""] * len(next(iter(batch.values())))
             elif column == LABEL:
-                out[column] = [to_id.get(_label_value(v), -1) for v in _values(batch, theirs)]
+                out[column] = [to_id.get(_label_value(v, minus_one), -1) for v in _values(batch, theirs)]
             else:
                 out[column] = [_text(v) for v in _values(batch, theirs)]
         return out
@@ -531,7 +579,14 @@ def normalise(
         report["dropped"] = dropped
         if names is not None:
             report["labels"] = names
+        if any(k != i for k, i in to_id.items() if isinstance(k, int)):  # numbers that are not their ids
+            report["label_values"] = {names[i]: k for k, i in sorted(to_id.items(), key=lambda x: x[1])}
     return DatasetDict(out)
+
+
+def _taken(taken: dict[str, list[tuple[str, range]]], ours: str) -> range:
+    """The rows of its dataset split that our split ``ours`` reads."""
+    return next(rows for uses in taken.values() for name, rows in uses if name == ours)
 
 
 def shared_with_train(taken: dict[str, list[tuple[str, range]]]) -> dict[str, str]:

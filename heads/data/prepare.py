@@ -215,6 +215,8 @@ def prepare(
         label = data["train"].features.get(hub.LABEL)
         if hasattr(label, "names"):  # what a classifier's output size is read from (ids in this order)
             manifest["labels"] = list(label.names)
+        if report.get("label_values"):  # the value each label name stands for, where not its id (-1/+1)
+            manifest["label_values"] = report["label_values"]
         if report.get("dropped"):
             manifest["dropped"] = report["dropped"]
         if report.get("shared_with_train"):

@@ -7,6 +7,11 @@ folder's name. Every run found is kept: one whose ``summary.json`` says
 ``failed=True``, never silently dropped. Analyses are JSON files with the same
 ``run`` identity (kind ``ablation``, ``curve``, ``curve_at``, ``speed``,
 ``roles``, ``trivial``); unreadable files are recorded in :attr:`RunTree.problems`.
+
+A record that contradicts itself is refused (:class:`RunTreeError`, one line naming the file and the field),
+never averaged in: an identity whose label is not where the file lies (the label *is* its place: a run's folder,
+an analysis's file without ``.json``), or a summary, config or analysis whose own ``task`` (or a summary whose
+``metric``) is not its identity's task's. Files are read as UTF-8 with or without a byte-order mark.
 """
 
 from __future__ import annotations
@@ -40,12 +45,21 @@ def target_loss(final_losses: Iterable[float | None], tol: float = DEFAULT_TOL) 
     return statistics.median(values) * (1 + tol) if values else None
 
 
+# how the report reads every text file (JSON, CSV, ledgers, Markdown): UTF-8, a byte-order mark (an editor's, a
+# spreadsheet's) dropped; universal newlines read CRLF as LF
+ENCODING = "utf-8-sig"
+
+
+class RunTreeError(ValueError):
+    """A record of a run tree that contradicts itself: one line naming the file and the field."""
+
+
 def read_json(path: Path) -> tuple[Any, str | None]:
     """``(data, None)``, or ``(None, reason)`` when the file is absent or not valid JSON."""
     if not path.is_file():
         return None, f"{path.name} absent"
     try:
-        return json.loads(path.read_text()), None
+        return json.loads(path.read_text(encoding=ENCODING)), None
     except (OSError, ValueError) as exc:
         return None, f"{path.name} unreadable ({exc.__class__.__name__})"
 
@@ -67,7 +81,7 @@ def read_jsonl_tolerant(path: Path, problems: list[str] | None = None) -> list[d
     if not path.is_file():
         return []
     out = []
-    for number_, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+    for number_, line in enumerate(path.read_text(encoding=ENCODING, errors="replace").splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -259,6 +273,32 @@ def _identity(data: Any) -> dict | None:
     return ident
 
 
+def _contradiction(root: Path, file: Path, place: Path, ident: Mapping, data: Any, task: str) -> str | None:
+    """What in ``file`` contradicts the identity ``ident`` that the record at ``place`` goes by (None: nothing):
+    a label that is not where the file lies (the label is the place; a tree read from a folder above the run
+    tree still ends in it), or the file's own ``task`` (a summary's ``metric``) not the identity's task's. An
+    identity of ``task`` is what the record is averaged in with: a run of another task there would mix metrics."""
+    name = file.relative_to(root).as_posix()
+    label = [p for p in str(ident.get("label", "")).split("/") if p]
+    parts = place.relative_to(root).parts
+    if not label or len(label) > len(parts) or tuple(parts[-len(label):]) != tuple(label):
+        return (f"{name}: run.label {ident.get('label')!r} is not where it lies ({'/'.join(parts)}): a record moved "
+                "or copied from another run; move it back, or run that entry again")
+    if str(ident.get("task")) != task:
+        return f"{name}: run.task {ident.get('task')!r} contradicts the task {task!r} it is read as"
+    if not isinstance(data, dict):
+        return None
+    own = data.get("task")
+    if isinstance(own, str) and own != task:
+        return (f"{name}: task {own!r} contradicts its run.task {task!r}: a {own} record placed under a {task} "
+                "label; move it to its own label, or run that entry again")
+    metric, expected = data.get("metric"), TASK_METRIC.get(task)
+    if isinstance(metric, str) and expected is not None and metric != expected:
+        return (f"{name}: metric {metric!r} is not task {task!r}'s ({expected!r}): a record of another task placed "
+                "under its label; move it to its own label, or run that entry again")
+    return None
+
+
 def _record(run: Run, metric: str | None, root: Path) -> dict:
     s, metrics = run.summary, run.metrics
     record: dict[str, Any] = {
@@ -356,6 +396,7 @@ class RunTree:
                     self.labels is not None and str(ident["label"]) not in self.labels:
                 continue
             if ident["kind"] != "run":
+                self._refuse(_contradiction(self.root, path, path.with_suffix(""), ident, data, task))
                 self._index(ident, data, path)
                 continue
             folder = path.parent
@@ -369,6 +410,7 @@ class RunTree:
                                      "read as unfinished")
             ratio = float(ident.get("ratio") or 0.0)
             config = data if path.name == "config.json" else read_json(folder / "config.json")[0]
+            self._check_run(folder, ident, summary, config, task)
             strategy = (summary or {}).get("strategy") if isinstance(summary, dict) else None
             if strategy is None and isinstance(config, dict) and isinstance(config.get("strategy"), dict):
                 strategy = config["strategy"].get("name")
@@ -386,6 +428,23 @@ class RunTree:
             self._over_trivial(task, [r for r in runs if r.task == task])
         runs.sort(key=lambda r: (r.task, r.variant, r.arm, r.ratio, r.seed))
         return runs
+
+    @staticmethod
+    def _refuse(problem: str | None) -> None:
+        if problem is not None:
+            raise RunTreeError(problem)
+
+    def _check_run(self, folder: Path, ident: dict, summary: Any, config: Any, task: str) -> None:
+        """Refuse a run whose summary or config contradicts the identity it is read by (:func:`_contradiction`);
+        a config with an identity of its own is held to its place too (a summary copied over another run's)."""
+        for name, data in (("summary.json", summary), ("config.json", config)):
+            own = _identity(data)
+            self._refuse(_contradiction(self.root, folder / name, folder, own or ident, data, task))
+
+    @property
+    def empty(self) -> bool:
+        """Whether the tree holds no run and no analysis (of the tasks and labels read)."""
+        return not self.runs and not self._analyses
 
     def _index(self, ident: dict, data: Any, path: Path) -> None:
         """An analysis: under (task, kind), its arm, then its seed (one file per arm for ``speed``)."""

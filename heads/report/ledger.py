@@ -30,16 +30,18 @@ from heads.report.claims import (
     ClaimResult,
     not_tested,
 )
+from heads.report.collect import ENCODING
 from heads.report.fmt import Table
 from heads.report.robustness import robustness
 from heads.report.spec import Claim
-from heads.report.stats import INCONCLUSIVE, METHOD, METHOD_EXAMPLES, Estimate
+from heads.report.stats import INCONCLUSIVE, METHOD, METHOD_EXAMPLES, VERDICTS, Estimate
 
 ENVIRONMENTS = "environments.json"
 
 
 class LedgerError(ValueError):
-    """A replication ledger that cannot be merged (unknown claim, missing column, duplicated claim)."""
+    """A replication ledger that cannot be merged (unknown claim, missing column, duplicated claim, a verdict the
+    rules do not give)."""
 
 
 def _float(text: str) -> float | None:
@@ -51,7 +53,7 @@ def _per_seed(text: str) -> dict[int, float]:
     return {int(seed): float(value) for seed, _, value in (item.partition(":") for item in text.split())}
 
 
-def _result(row: Mapping[str, str], claim: Claim) -> ClaimResult:
+def _result(path: Path, row: Mapping[str, str], claim: Claim) -> ClaimResult:
     """One row of a ledger written before ``claims.json``, read back from its CSV text."""
     n = int(row["n_seeds"] or 0)
     # the method column is the only place the ledger says whether the interval counted the examples
@@ -59,11 +61,21 @@ def _result(row: Mapping[str, str], claim: Claim) -> ClaimResult:
         claim.test]
     est = Estimate(n, _float(row["effect"]), _float(row["ci_low"]), _float(row["ci_high"]), None,
                    examples=examples)
-    return ClaimResult(claim, row["verdict"], est, _float(row["effect_size"]), _per_seed(row["per_seed"]),
+    verdict = _verdict(path, row["claim"], row["verdict"])
+    return ClaimResult(claim, verdict, est, _float(row["effect_size"]), _per_seed(row["per_seed"]),
                        row["note"], _float(row["p_value"]), row["precondition"], row["robustness"],
                        method_used=row["method"] if row["method"] not in (
                            METHOD[claim.test], METHOD_EXAMPLES[claim.test]) else "",
                        p_adjusted=_float(row["p_adjusted"]))
+
+
+def _verdict(path: Path, claim_id: Any, verdict: Any) -> str:
+    """``verdict`` if the rules can give it; else an error naming the ledger, the claim and the verdicts there are
+    (a hand-edited ``maybe`` must not pass into the merged ledger as if judged)."""
+    if verdict not in VERDICTS:
+        raise LedgerError(f"{path}: claim {claim_id}: verdict {verdict!r} is not one of {', '.join(VERDICTS)}; "
+                          "re-render it from its runs")
+    return verdict
 
 
 def _claim(path: Path, claim_id: Any, claims: Mapping[str, Claim]) -> Claim:
@@ -78,13 +90,13 @@ def _claim(path: Path, claim_id: Any, claims: Mapping[str, Claim]) -> Claim:
 def _from_records(path: Path, claims: Mapping[str, Claim]) -> list[ClaimResult]:
     """A replication's ``claims.json`` (:func:`heads.report.claims.ledger_records`) as results."""
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(path.read_text(encoding=ENCODING))
         if doc.get("format") != LEDGER_FORMAT:
             raise LedgerError(f"{path}: format {doc.get('format')!r}, not {LEDGER_FORMAT}: written by another "
                               "version of heads; re-render it")
         known = {f.name for f in fields(Estimate)}
         out = [ClaimResult(
-            claim=_claim(path, item["claim"], claims), verdict=item["verdict"],
+            claim=_claim(path, item["claim"], claims), verdict=_verdict(path, item["claim"], item["verdict"]),
             estimate=Estimate(**{k: v for k, v in item["estimate"].items() if k in known}),
             effect_size=item["effect_size"], per_seed={int(seed): v for seed, v in item["per_seed"].items()},
             note=item["note"], p_value=item["p_value"], precondition=item["precondition"],
@@ -104,7 +116,7 @@ def _agrees_with_csv(path: Path, results: Sequence[ClaimResult]) -> None:
     beside = path.with_name("claims.csv")
     if not beside.is_file():
         return
-    with beside.open(newline="") as f:
+    with beside.open(newline="", encoding=ENCODING) as f:  # a byte-order mark is no part of the first column
         listed = [(row.get("claim"), row.get("verdict")) for row in csv.DictReader(f)]
     mine = [(r.claim.id, r.verdict) for r in results]
     if listed != mine:
@@ -120,7 +132,7 @@ def read_ledger(path: str | Path, claims: Mapping[str, Claim]) -> list[ClaimResu
     path = Path(path)
     if path.with_name(LEDGER_JSON).is_file():
         return _from_records(path.with_name(LEDGER_JSON), claims)
-    with path.open(newline="") as f:
+    with path.open(newline="", encoding=ENCODING) as f:
         reader = csv.DictReader(f)
         missing = [c for c in CSV_COLUMNS + EXTRA_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:  # p_adjusted alone: judged by the rules before multiplicity and scale gates
@@ -131,7 +143,7 @@ def read_ledger(path: str | Path, claims: Mapping[str, Claim]) -> list[ClaimResu
     for row in rows:
         claim = _claim(path, row["claim"], claims)
         try:
-            out.append(_result(row, claim))
+            out.append(_result(path, row, claim))
         except ValueError as exc:
             raise LedgerError(f"{path}: claim {row['claim']}: {exc}") from None
     return out
@@ -189,7 +201,7 @@ def merge_baselines(paths: Sequence[str | Path]) -> Table:
     share (the same task's trained model) appears once: the row over more seeds, else the first."""
     rows: dict[tuple, list] = {}
     for path in map(Path, paths):
-        with path.open(newline="") as f:
+        with path.open(newline="", encoding=ENCODING) as f:
             reader = csv.DictReader(f)
             if reader.fieldnames != BASELINE_COLUMNS:
                 raise LedgerError(f"{path}: columns {reader.fieldnames} are not the baselines' {BASELINE_COLUMNS}")
@@ -215,5 +227,5 @@ def merged_environments(folders: Sequence[str | Path]) -> str | None:
     for folder in map(Path, folders):
         path = folder / ENVIRONMENTS
         if path.is_file():
-            envs.update(json.loads(path.read_text()).get("records", {}))
+            envs.update(json.loads(path.read_text(encoding=ENCODING)).get("records", {}))
     return describe_mix(list(envs.values())) if envs else None

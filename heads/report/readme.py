@@ -28,6 +28,8 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from heads.report.collect import ENCODING
+
 START = re.compile(r"^<!-- ledger: (?P<paths>\S+(?: \S+)*?)(?: (?P<form>brief|counts))? -->$")
 END = "<!-- /ledger -->"
 PLAN, PLAN_END = re.compile(r"^<!-- plan: (?P<preset>\S+) -->$"), "<!-- /plan -->"
@@ -52,7 +54,7 @@ def _read(ledger: Path) -> list[dict[str, str]]:
     """A ledger's rows; one judged by the rules before multiplicity and scale gates is refused."""
     if not ledger.is_file():
         raise ReadmeError(f"{ledger}: no such ledger (render it first: heads report / heads claims)")
-    with ledger.open(newline="") as f:
+    with ledger.open(newline="", encoding=ENCODING) as f:  # a ledger saved with a byte-order mark reads the same
         reader = csv.DictReader(f)
         rows = list(reader)
     if "p_adjusted" not in (reader.fieldnames or []):
@@ -129,10 +131,21 @@ def _ledger_block(readme: Path, line: str, paths: list[str], form: str | None) -
     return block(readme.parent / paths[0], paths[0], form == "brief")
 
 
+def current(readme: Path) -> str:
+    """The file's text exactly as stored (a byte-order mark, CRLF line ends and a missing final newline kept), which
+    :func:`refresh` returns unchanged outside its blocks."""
+    return readme.read_bytes().decode("utf-8")
+
+
 def refresh(readme: Path) -> str:
     """The file's text with every ledger block re-rendered (ledger paths relative to the file's folder), and
-    every plan block."""
-    out, lines, i = [], readme.read_text().splitlines(), 0
+    every plan block. Only what lies between a block's lines changes: every other byte (line ends, CRLF or LF,
+    a byte-order mark, a last line without a newline) is kept as it is, and a block's lines take its opening
+    line's line end."""
+    text = current(readme)
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    lines = text[len(bom):].splitlines(keepends=True)
+    out, i = [bom], 0
     while i < len(lines):
         out.append(lines[i])
         line = lines[i].strip()
@@ -145,9 +158,10 @@ def refresh(readme: Path) -> str:
         if end is None:
             raise ReadmeError(f"{readme}: the block '{line}' has no closing '{closing}'")
         if planned:
-            text = cost(planned.group("preset"), _replications(readme))
+            body = cost(planned.group("preset"), _replications(readme))
         else:
-            text = _ledger_block(readme, line, m.group("paths").split(), m.group("form"))
-        out += ["", text, "", closing]
+            body = _ledger_block(readme, line, m.group("paths").split(), m.group("form"))
+        newline = lines[i - 1][len(lines[i - 1].rstrip("\r\n")):] or "\n"
+        out += [newline, body.replace("\n", newline), newline, newline, lines[end]]
         i = end + 1
-    return "\n".join(out) + "\n"
+    return "".join(out)

@@ -27,7 +27,7 @@ def load(path: str | Path | None) -> dict | None:
     """The measurement (``perturbation.json``), or None when there is none; a malformed file is an error."""
     if path is None or not Path(path).is_file():
         return None
-    data = json.loads(Path(path).read_text())
+    data = json.loads(Path(path).read_text(encoding="utf-8-sig"))  # a byte-order mark reads as none
     if not isinstance(data, dict) or not isinstance(data.get("claims"), dict) or "perturbation" not in data:
         raise ValueError(f"{path}: not a perturbation measurement (needs 'perturbation' and 'claims')")
     return data

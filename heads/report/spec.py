@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -152,6 +153,9 @@ def parse_precondition(name: str, raw: Any, where: str) -> Precondition:
         high = None if raw.get("at_most") is None else float(raw["at_most"])
     except (TypeError, ValueError):
         raise ClaimSpecError(f"{where}: precondition {name!r}: at_least/at_most must be numbers") from None
+    for key, value in (("at_least", low), ("at_most", high)):
+        if value is not None:
+            _finite(value, key, f"{where}: precondition {name!r}")
     sel = _selector(raw["a"], {}, f"{where}: precondition {name}.a")
     b = _selector(raw["b"], {}, f"{where}: precondition {name}.b") if raw.get("b") is not None else None
     return Precondition(name, str(raw.get("what", name)), sel, low, high, str(raw.get("why", "")).strip(), b)
@@ -215,8 +219,26 @@ def parse_claim(raw: Mapping[str, Any], replication: str, where: str,
     requires = _requires(raw["requires"], named or {}, where) if "requires" in raw else ()
     return Claim(**common, kind=kind, a=_selector(raw["a"], raw, f"{where}.a"),
                  b=_selector(raw["b"], raw, f"{where}.b") if "b" in raw else None, direction=direction,
-                 tolerance=tolerance, null=null, relative=bool(raw.get("relative", False)), test=test,
-                 margin=margin, requires=requires, declared="requires" in raw)
+                 tolerance=_finite(tolerance, "tolerance", where), null=_finite(null, "null_value", where),
+                 relative=_boolean(raw, "relative", where), test=test,
+                 margin=None if margin is None else _finite(margin, "margin", where), requires=requires,
+                 declared="requires" in raw)
+
+
+def _finite(value: float, key: str, where: str) -> float:
+    """``value`` if finite: a NaN tolerance or margin compares false with everything (a claim judged by it would
+    render "< +nan"), an infinite one makes every effect pass or fail."""
+    if not math.isfinite(value):
+        raise ClaimSpecError(f"{where}: {key} must be a finite number, got {value!r}")
+    return value
+
+
+def _boolean(raw: Mapping[str, Any], key: str, where: str) -> bool:
+    """``raw[key]`` if it is true or false (default false): a string such as "false" is not read as true."""
+    value = raw.get(key, False)
+    if not isinstance(value, bool):
+        raise ClaimSpecError(f"{where}: {key} must be true or false, got {value!r} ({type(value).__name__})")
+    return value
 
 
 def _read_yaml(path: Path) -> Any:
