@@ -98,9 +98,10 @@ class _Deadline:
     later with status 1 should the hang be there."""
 
     def __init__(self) -> None:
-        self._cancel = threading.Event()
+        self._cancel: threading.Event | None = None
 
     def arm(self, timeout: float, code: int, rank: int) -> None:
+        self.cancel()
         self._cancel = threading.Event()
         faulthandler.dump_traceback_later(timeout + 10.0, exit=True, file=sys.__stderr__)
         threading.Thread(
@@ -108,8 +109,10 @@ class _Deadline:
         ).start()
 
     def cancel(self) -> None:
-        self._cancel.set()
-        faulthandler.cancel_dump_traceback_later()
+        if self._cancel is not None:  # armed: a faulthandler timer set elsewhere is not this one to cancel
+            self._cancel.set()
+            self._cancel = None
+            faulthandler.cancel_dump_traceback_later()
 
     @staticmethod
     def _watch(cancel: threading.Event, timeout: float, code: int, rank: int) -> None:
