@@ -108,9 +108,12 @@ def train_run(cfg: RunConfig, out: Path) -> dict[str, Any]:
         check_trainable(task.data_path(cfg))
     trainer = Trainer(cfg, task, out, hooks=hooks_for(cfg))
     try:
-        return _train(trainer, cfg, task, out, wanted)
-    finally:
-        leave(trainer.world)
+        summary = _train(trainer, cfg, task, out, wanted)
+    except BaseException:
+        leave(trainer.world, ok=False)
+        raise
+    leave(trainer.world)
+    return summary
 
 
 def _train(trainer: Trainer, cfg: RunConfig, task, out: Path, wanted: dict) -> dict[str, Any]:

@@ -295,6 +295,9 @@ class Trainer:
                 self.save_checkpoint()
         progress.close()
         self.loader.close()
+        # DDP goes with the training: its reducer holds the process group and hooks on every parameter, and
+        # nothing may hold the group when it is torn down at the run's end (rank 0's evaluation needs no DDP)
+        self._forward = self._ddp = None
         for hook in self.hooks:
             hook.on_end(self)
         stopped = {}
