@@ -52,6 +52,12 @@ def test_a_name_over_255_bytes_is_one_line(base, tmp_path, capsys):
     assert os.listdir(tmp_path) == []
 
 
+def test_debug_shows_the_traceback_instead(base, tmp_path):
+    with pytest.raises(OSError) as exc:
+        main(["--debug", *train(tmp_path / ("a" * 300), base)])
+    assert exc.value.errno == errno.ENAMETOOLONG
+
+
 def test_a_symlink_loop_is_one_line(base, tmp_path, capsys):
     os.symlink(tmp_path / "loop2", tmp_path / "loop1")
     os.symlink(tmp_path / "loop1", tmp_path / "loop2")
@@ -181,6 +187,14 @@ def test_max_len_counts_in_the_memory_check(base, tmp_path, capsys):
     refused(train(tmp_path / "r", base, "model.max_len=100000000000", task="mt"), capsys,
             "model.max_len", "GiB of memory is available")
     assert not (tmp_path / "r").exists()
+
+
+def test_an_allocation_torch_cannot_make_is_one_line(base, tmp_path, capsys, monkeypatch):
+    """Where the memory check cannot tell (the system does not say what is available), torch's failed
+    allocation is still one line naming the keys that size it."""
+    monkeypatch.setattr("heads.tasks.text.available_bytes", lambda: None)
+    refused(train(tmp_path / "r", base, "model.max_len=100000000000", task="mt"), capsys, "out of memory",
+            "model.max_len")
 
 
 @pytest.mark.parametrize(("override", "words"), [

@@ -80,14 +80,14 @@ def _file_in_traceback(exc: BaseException) -> str | None:
         tb = tb.tb_next
     for opened in (True, False):
         for frame in reversed(frames):
-            for value in frame.f_locals.values():
-                name = getattr(value, "name", None) if opened and hasattr(value, "read") else value
-                if (opened and name is value) or not isinstance(name, (str, os.PathLike)):
-                    continue
-                try:
+            for value in list(frame.f_locals.values()):
+                try:  # a local may be anything (a lazy proxy whose attributes raise): none may fail the message
+                    name = getattr(value, "name", None) if opened and hasattr(value, "read") else value
+                    if (opened and name is value) or not isinstance(name, (str, os.PathLike)):
+                        continue
                     if os.path.isfile(name):
                         return str(name)
-                except (TypeError, ValueError, OSError):
+                except Exception:  # a local that is no readable path: try the next
                     continue
     return None
 
@@ -126,6 +126,11 @@ def _classify(exc: BaseException) -> str | None:
         return _fs_message(found) if found is not None else f"a safetensors file: {one_line(str(exc))}"
     if _is_input_error(exc):
         return one_line(str(exc))
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError" or (
+            isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)):
+        return (f"out of memory ({one_line(str(exc))[:200] or type(exc).__name__}); choose a smaller model "
+                "(model.d, model.layers, model.vocab, model.max_len) or batch (data.batch_size, data.seq_len, "
+                "train.accumulate to split it)")
     return None
 
 

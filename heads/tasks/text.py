@@ -140,7 +140,9 @@ def training_bytes_at_least(cfg: RunConfig) -> dict[str, int]:
     a refusal names the one to change. Trained tensors count four times in float32 (weights, gradients and
     AdamW's two moments): the blocks' attention and feed-forward weights (4 d^2 + 3 d ff per layer; norms left
     out), the token embeddings (vocab x d) and a BERT's learned position table (max_len x d); Marian's fixed
-    sinusoidal tables (encoder and decoder, max_len x d each) once. Llama's rotary positions need no table."""
+    sinusoidal tables (encoder and decoder, max_len x d each) once. Llama's rotary positions need no table.
+    Activations are left out: a batch is cut to the rows the data has, which is not known yet (an allocation
+    they fail is one line at the command line's boundary)."""
     m = cfg.model
     ff, trained = m.ff or 4 * m.d, 4 * 4
     parts = {"model.layers, model.d, model.ff": trained * m.layers * (4 * m.d * m.d + 3 * m.d * ff),
