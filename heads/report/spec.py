@@ -154,7 +154,8 @@ def _number(raw: Mapping[str, Any], key: str, default: float | None, where: str)
     except (TypeError, ValueError):
         number = None
     if number is None or not math.isfinite(number):
-        raise ClaimSpecError(f"{where}: {key} must be a finite number, got {value!r}")
+        raise ClaimSpecError(f"{where}: {key} must be a finite number, got {value!r} (thresholds and bounds must be "
+                             "numbers)")
     return number
 
 
