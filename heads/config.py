@@ -267,6 +267,9 @@ def validate(config: RunConfig) -> None:
 # -- value ranges: every value checked when the config resolves, so nothing fails after training -----------------
 SPLITS = ("train", "validation", "test")
 MIN_VOCAB = 256 + 4 + 1  # a byte-level BPE: the 256 bytes and the 4 special tokens come first, then one merge
+# seeds are mixed with the step ((seed * 1_000_003 + step) * 4099 + rank, heads.train.loop) into torch's 64-bit
+# generator seed: the largest seed for which that never overflows
+MAX_SEED = 2**31 - 1
 
 
 def check_ranges(config: RunConfig) -> None:
@@ -313,11 +316,29 @@ def check_ranges(config: RunConfig) -> None:
     need(t.accumulate <= d.batch_size, "train.accumulate", t.accumulate,
          f"at most data.batch_size={d.batch_size} (each micro-batch holds at least one example)")
     need(t.workers >= 0, "train.workers", t.workers, ">= 0")
-    need(t.seed >= 0, "train.seed", t.seed, ">= 0")
+    need(0 <= t.seed <= MAX_SEED, "train.seed", t.seed,
+         f"in [0, {MAX_SEED}] (it is mixed with the step into a 64-bit generator seed)")
     need(t.target is None or math.isfinite(t.target), "train.target", t.target, "a finite number or null")
     bad = [s for s in t.snapshots if isinstance(s, bool) or not isinstance(s, int) or not 1 <= s <= t.steps]
     need(not bad, "train.snapshots", bad, f"steps between 1 and train.steps={t.steps}")
     need(e.split in SPLITS, "eval.split", e.split, f"one of {list(SPLITS)}")
     for name in ("beams", "max_new_tokens", "max_examples", "shards"):
         need(getattr(e, name) >= 1, f"eval.{name}", getattr(e, name), ">= 1")
+    check_decoding(config)
     need(0 <= e.shard < e.shards, "eval.shard", e.shard, f"in [0, eval.shards = {e.shards})")
+
+
+def check_decoding(config: RunConfig) -> None:
+    """The decoding limits of a model built from config, known before it trains (an mt model's evaluation
+    decodes after training: a limit it cannot meet must not cost the training first). A checkpoint's own
+    limits are checked when it loads (:func:`heads.tasks.mt.check_decoding`)."""
+    m, e = config.model, config.eval
+    if config.task != "mt" or m.source != "config":
+        return
+    positions = max(m.max_len, config.data.seq_len + 2)  # heads.tasks.mt builds the model with these positions
+    if e.max_new_tokens > positions:
+        raise ConfigError(f"eval.max_new_tokens: {e.max_new_tokens} is not allowed; the model has {positions} "
+                          f"positions (model.max_len={m.max_len}), so it must be <= {positions}")
+    if e.beams > m.vocab:
+        raise ConfigError(f"eval.beams: {e.beams} is not allowed; it must be <= model.vocab={m.vocab} "
+                          "(more beams than tokens to choose from)")

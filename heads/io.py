@@ -116,6 +116,8 @@ def _aside(path: Path) -> Path:
 def replace_dir(tmp: Path, path: Path) -> Path:
     """Move the finished folder ``tmp`` to ``path``, replacing any old one with no moment of absence
     visible as a half-written folder (the old one is renamed aside first, then removed)."""
+    if path.is_symlink():  # renaming it aside would move the link, and rmtree refuses a link: say so first
+        raise OutputConflict(f"{path} is a symbolic link (to {os.readlink(path)}); name the folder itself")
     if path.exists():
         old = _aside(path)
         shutil.rmtree(old, ignore_errors=True)

@@ -45,6 +45,10 @@ def plugin_hint(kind: str) -> str:
 PLUGINS_ENV = "HEADS_PLUGINS"
 
 
+class PluginError(ConfigError):
+    """A module named in ``HEADS_PLUGINS`` that cannot be imported (a typo, a folder not on the path)."""
+
+
 def load_plugins(*groups: str) -> None:
     """Import the plugins of one kind: the modules installed under the entry-point ``groups`` (``heads.tasks``,
     ``heads.scorers``, ``heads.strategies``), then every module named in ``HEADS_PLUGINS`` (comma-separated).
@@ -57,7 +61,13 @@ def load_plugins(*groups: str) -> None:
         for ep in entry_points(group=group):
             ep.load()
     for module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not (module == exc.name or module.startswith(f"{exc.name}.")):
+                raise  # the plugin exists and itself imports a missing module: its own traceback says which
+            raise PluginError(f"{PLUGINS_ENV}={os.environ[PLUGINS_ENV]!r}: no module named {module!r} can be "
+                              "imported; install it or put its folder on PYTHONPATH") from None
 
 
 class Registry(Mapping[str, T], Generic[T]):

@@ -179,9 +179,14 @@ def convert_gguf(gguf: Path, out: Path) -> None:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     folder, file = str(gguf.parent), gguf.name
-    config = AutoConfig.from_pretrained(folder, gguf_file=file)
-    loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=file, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=file)
+    try:  # the gguf reader fails on a truncated or foreign file with whatever its parser hit (ValueError, ...)
+        config = AutoConfig.from_pretrained(folder, gguf_file=file)
+        loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=file, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=file)
+    except Exception as exc:
+        why = " ".join(str(exc).replace(str(gguf), "").split())[:200] or type(exc).__name__
+        raise ShippedError(f"{gguf}: not a readable GGUF model ({why}); the file is truncated or not a GGUF: "
+                           "reinstall the package that ships it") from exc
     fresh = type(loaded)(config)  # AutoConfig's config carries no quantizer flag (the loaded model's does)
     state = loaded.state_dict()
     missing, unexpected = fresh.load_state_dict(state, strict=False)

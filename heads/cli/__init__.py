@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -47,7 +48,15 @@ INTERRUPTED = 130  # the shell's status for a process ended by SIGINT (128 + 2)
 FS_ERRORS = {errno.ENOTDIR: "a path component is a file, not a folder", errno.EEXIST: "it exists already",
              errno.EACCES: "permission denied", errno.EPERM: "permission denied",
              errno.EROFS: "a read-only file system", errno.ENOSPC: "no space left on the device",
-             errno.EDQUOT: "the disk quota is exceeded", errno.EISDIR: "it is a folder, not a file"}
+             errno.EDQUOT: "the disk quota is exceeded", errno.EISDIR: "it is a folder, not a file",
+             errno.ENAMETOOLONG: "a name in the path is longer than the file system allows (255 bytes)",
+             errno.ELOOP: "a loop of symbolic links (a link that leads back to itself)",
+             errno.ENOENT: "no such file or folder", errno.ENOTEMPTY: "the folder is not empty",
+             errno.EFBIG: "the file is larger than the file system allows", errno.EXDEV: "it is on another device",
+             errno.EMLINK: "too many links", errno.ENXIO: "no such device", errno.ENODEV: "no such device",
+             errno.EBUSY: "it is in use", errno.ETXTBSY: "it is in use", errno.EIO: "an input/output error "
+             "(the disk or its connection failed)", errno.EMFILE: "too many open files (raise ulimit -n)",
+             errno.ENFILE: "too many open files in the system"}
 
 
 def _fs_message(exc: OSError) -> str | None:
@@ -59,6 +68,72 @@ def _fs_message(exc: OSError) -> str | None:
         why = "a file is where a folder is needed"  # mkdir onto (or through) a file
     paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p)
     return f"{paths}: {why}" if paths else why
+
+
+def _file_in_traceback(exc: BaseException) -> str | None:
+    """The file an exception that does not carry its name was raised reading, from the locals of the frames it
+    passed, innermost first: an open file first (``Path.read_text``'s own, ``json.load(f)``'s, a csv reader's),
+    then a path (``json.loads(path.read_text())``: the file is closed by then)."""
+    tb, frames = exc.__traceback__, []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for opened in (True, False):
+        for frame in reversed(frames):
+            for value in list(frame.f_locals.values()):
+                try:  # a local may be anything (a lazy proxy whose attributes raise): none may fail the message
+                    name = getattr(value, "name", None) if opened and hasattr(value, "read") else value
+                    if (opened and name is value) or not isinstance(name, (str, os.PathLike)):
+                        continue
+                    if os.path.isfile(name):
+                        return str(name)
+                except Exception:  # a local that is no readable path: try the next
+                    continue
+    return None
+
+
+def _first_bad_byte(path: str, exc: UnicodeDecodeError) -> tuple[int, bytes]:
+    """The offset and value of the first byte of ``path`` that is not UTF-8 (a reader decoding in chunks reports
+    the offset in its chunk); the exception's own where the file cannot be read again."""
+    try:
+        with open(path, "rb") as f:
+            f.read(1 << 28).decode("utf-8")
+    except UnicodeDecodeError as found:
+        return found.start, found.object[found.start:found.start + 1]
+    except OSError:
+        pass
+    return exc.start, exc.object[exc.start:exc.start + 1]
+
+
+def _classify(exc: BaseException) -> str | None:
+    """One line for what escaped a command when the user can fix it from that line (a path, a file, a value),
+    else None: a bug, shown with its traceback."""
+    if isinstance(exc, (FileNotFoundError, PermissionError)) and exc.errno is None and exc.args:
+        return one_line(str(exc))  # raised with its own message (a missing corpus, a folder not there)
+    if isinstance(exc, OSError):
+        return _fs_message(exc)
+    if isinstance(exc, UnicodeDecodeError):
+        where = _file_in_traceback(exc)
+        if where is None:
+            return f"a file read as text is not UTF-8 ({exc.reason}); save it as UTF-8"
+        start, bad = _first_bad_byte(where, exc)
+        return f"{where}: not UTF-8 text (byte {start}: {bad!r}); save it as UTF-8"
+    if isinstance(exc, json.JSONDecodeError):  # a garbage config.json or tokenizer file read by a library
+        where = _file_in_traceback(exc)
+        return f"{where}, line {exc.lineno}: not valid JSON ({exc.msg})" if where else None
+    if type(exc).__name__ == "SafetensorError":  # a safetensors write or read; a full disk is an OS error inside
+        from heads.surgery.persist import os_error_of
+
+        found = os_error_of(exc)
+        return _fs_message(found) if found is not None else f"a safetensors file: {one_line(str(exc))}"
+    if _is_input_error(exc):
+        return one_line(str(exc))
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError" or (
+            isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)):
+        return (f"out of memory ({one_line(str(exc))[:200] or type(exc).__name__}); choose a smaller model "
+                "(model.d, model.layers, model.vocab, model.max_len) or batch (data.batch_size, data.seq_len, "
+                "train.accumulate to split it)")
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -90,17 +165,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the interpreter's final flush does not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except OSError as exc:
-        why = _fs_message(exc)
+    except Exception as exc:
+        why = _classify(exc)
         if debug or why is None:
             raise
         message = f"heads {args.command}: {why}"
-        print(message, file=sys.stderr)
-        raise UserError(message) from None
-    except Exception as exc:
-        if debug or not _is_input_error(exc):
-            raise
-        message = f"heads {args.command}: {one_line(exc)}"
         print(message, file=sys.stderr)
         raise UserError(message) from None
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import tarfile
+import zlib
 
-from heads.cli.common import fail
+from heads.cli.common import fail, one_line
 from heads.visit import BUDGET_S, RESERVE_S
 
 
@@ -81,10 +83,15 @@ def _visit(args: argparse.Namespace):
         if args.preset != "gpu":
             return None
         paths = sorted(Path("results/gpu/visits").glob("*.tar.gz"))
-    try:
-        visits = [read_visit(Path(p)) for p in paths]
-    except (OSError, ValueError) as exc:
-        raise fail(f"plan: --visits: {exc}") from None
+    visits = []
+    for p in paths:
+        try:
+            visits.append(read_visit(Path(p)))
+        except (tarfile.TarError, EOFError, zlib.error):  # not a tar at all, or one cut short
+            raise fail(f"plan: --visits {p}: not a visit's archive (a .tar.gz or a folder), or one cut short") \
+                from None
+        except (OSError, ValueError) as exc:
+            raise fail(f"plan: --visits: {one_line(exc)}") from None
     try:
         sheet = build(args.replications, dag_for(args.replications, args.preset, None))
     except ConfigError as exc:
@@ -99,6 +106,8 @@ def _visit(args: argparse.Namespace):
 def cmd_plan(args: argparse.Namespace) -> int:
     from heads.plan import PlanError, plan
 
+    if args.cores < 1:  # the CPU minutes divide by it
+        raise fail(f"plan: --cores must be >= 1, got {args.cores}")
     try:
         result = plan(args.preset, args.gpu, args.mfu, args.replications)
     except PlanError as exc:

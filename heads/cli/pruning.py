@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -115,6 +116,9 @@ def check_prune_out(out: Path, source: Path, overwrite: bool) -> None:
         is_run_folder,
     )
 
+    if out.is_symlink():  # replacing it would replace the link, not the folder it names (and leave the link aside)
+        raise OutputConflict(f"prune: --out {out} is a symbolic link (to {os.readlink(out)}); name the folder "
+                             "itself, or remove the link")
     for keep, what in ((source, "the source it reads"), (Path.cwd(), "the working directory")):
         if contains(out, keep):
             raise OutputConflict(f"prune: --out {out} is or holds {what} ({keep}); write the pruned model elsewhere")

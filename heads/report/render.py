@@ -45,6 +45,8 @@ def _declared(name: str, root: str | Path) -> tuple[dict[str, TableSpec | None],
     if not path.is_file():
         raise TableSpecError(f"unknown replication {name!r}; known: {replications(root)} (no {path})")
     doc = read_yaml(path, TableSpecError) or {}
+    if not isinstance(doc, dict) or not isinstance(doc.get("figures") or [], list):
+        raise TableSpecError(f"{path}: expected a mapping with tables: (a mapping) and figures: (a list)")
     tables, figures = doc.get("tables") or {}, list(doc.get("figures") or [])
     if isinstance(tables, list):  # names alone: built-in tables
         tables = dict.fromkeys(tables)

@@ -129,6 +129,9 @@ def _selector(raw: Any, claim: Mapping, where: str) -> dict:
     sel.setdefault("task", claim.get("task"))
     if sel["task"] is None:
         raise ClaimSpecError(f"{where}: no task (give it in the claim or the selector)")
+    if "pick" in sel and not isinstance(sel["pick"], Mapping):  # {arm: max}, not [max]: which key it orders by
+        raise ClaimSpecError(f"{where}: pick must be a mapping of a key to min or max ({{arm: max}}), "
+                             f"got {sel['pick']!r}")
     if "target" in claim and "target" not in sel and sel.get("from", "run") == "run":
         sel["target"] = claim["target"]  # the claim's time-to-target settings apply to both sides
     try:
@@ -136,6 +139,23 @@ def _selector(raw: Any, claim: Mapping, where: str) -> dict:
     except SelectorError as exc:
         raise ClaimSpecError(str(exc)) from None
     return sel
+
+
+def _number(raw: Mapping[str, Any], key: str, default: float | None, where: str) -> float | None:
+    """``raw[key]`` as a finite number (``default`` when absent or null; a number written as quoted text counts):
+    a list, a boolean, a word or a NaN would compare as no number does, so each is
+    refused naming the key."""
+    value = raw.get(key)
+    if value is None:
+        return default
+    try:
+        number = None if isinstance(value, bool) else float(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or not math.isfinite(number):
+        raise ClaimSpecError(f"{where}: {key} must be a finite number, got {value!r} (thresholds and bounds must be "
+                             "numbers)")
+    return number
 
 
 def parse_precondition(name: str, raw: Any, where: str) -> Precondition:
@@ -148,14 +168,8 @@ def parse_precondition(name: str, raw: Any, where: str) -> Precondition:
                              f"known: {sorted(PRECONDITION_KEYS)}")
     if "a" not in raw or not ({"at_least", "at_most"} & set(raw)):
         raise ClaimSpecError(f"{where}: precondition {name!r} needs a: and at_least or at_most")
-    try:
-        low = None if raw.get("at_least") is None else float(raw["at_least"])
-        high = None if raw.get("at_most") is None else float(raw["at_most"])
-    except (TypeError, ValueError):
-        raise ClaimSpecError(f"{where}: precondition {name!r}: at_least/at_most must be numbers") from None
-    for key, value in (("at_least", low), ("at_most", high)):
-        if value is not None:
-            _finite(value, key, f"{where}: precondition {name!r}")
+    low = _number(raw, "at_least", None, f"{where}: precondition {name!r}")
+    high = _number(raw, "at_most", None, f"{where}: precondition {name!r}")
     sel = _selector(raw["a"], {}, f"{where}: precondition {name}.a")
     b = _selector(raw["b"], {}, f"{where}: precondition {name}.b") if raw.get("b") is not None else None
     return Precondition(name, str(raw.get("what", name)), sel, low, high, str(raw.get("why", "")).strip(), b)
@@ -203,12 +217,9 @@ def parse_claim(raw: Mapping[str, Any], replication: str, where: str,
         raise ClaimSpecError(f"{where}: direction must be one of {list(DIRECTIONS)}, got {direction!r}")
     if "a" not in raw or (kind != "value") != ("b" in raw):
         raise ClaimSpecError(f"{where}: kind {kind} takes {'a: and b:' if kind != 'value' else 'a: only'}")
-    try:
-        tolerance = float(raw.get("tolerance", 0.0))
-        null = float(raw.get("null_value", CLAIM_KINDS[kind]))
-        margin = None if raw.get("margin") is None else float(raw["margin"])
-    except (TypeError, ValueError):
-        raise ClaimSpecError(f"{where}: tolerance, null_value and margin must be numbers") from None
+    tolerance = _number(raw, "tolerance", 0.0, where)
+    null = _number(raw, "null_value", CLAIM_KINDS[kind], where)
+    margin = _number(raw, "margin", None, where)
     test = raw.get("test", "directional")
     if test not in TESTS:
         raise ClaimSpecError(f"{where}: test must be one of {list(TESTS)}, got {test!r}")

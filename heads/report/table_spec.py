@@ -171,6 +171,9 @@ class Column:
             raise TableSpecError(f"{where}: {text!r}: {how} needs the field it aggregates")
         if (how == "ci") != (len(names.split()) == 3):
             raise TableSpecError(f"{where}: {text!r}: ci gives three columns (mean, low, high), the rest one")
+        bad = [c for c in cond.split() if "=" not in c.strip("=")]
+        if bad:
+            raise TableSpecError(f"{where}: {text!r}: 'where' takes KEY=VALUE words, not {bad}")
         filters = dict(c.split("=", 1) for c in cond.split())
         return cls(tuple(names.split()), how, tuple(args), filters, fallback.strip() or None, of.strip() or None)
 
@@ -219,6 +222,31 @@ def _sort_key(row: dict, keys: Sequence[str]) -> tuple:
     return tuple(out)
 
 
+def _check_types(raw: Mapping, where: str) -> None:
+    """Each key of a table spec of the type it is read as: a string where a list belongs would be read letter by
+    letter (``by: task`` as the fields t, a, s, k), a list where a mapping belongs fails deep in the build."""
+    def strings(value: Any) -> bool:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+    def mapping(value: Any) -> bool:
+        return isinstance(value, Mapping) and all(isinstance(k, str) for k in value)
+
+    wanted = {"by": (strings, "a list of field names"), "columns": (strings, "a list of columns (text)"),
+              "per_seed": (strings, "a list of columns (text)"), "sort": (strings, "a list of field names"),
+              "formats": (mapping, "a mapping of column to format ({peak_mb: .1f})"),
+              "skip_task_unless": (mapping, "a mapping of field to value"),
+              "where": (lambda v: mapping(v) or (isinstance(v, list) and all(map(mapping, v))),
+                        "a mapping of field to value, or a list of them"),
+              "title": (lambda v: isinstance(v, str), "text"), "caption": (lambda v: isinstance(v, str), "text")}
+    for key, (ok, what) in wanted.items():
+        if raw.get(key) is not None and not ok(raw[key]):
+            raise TableSpecError(f"{where}: {key} must be {what}, got {raw[key]!r}")
+    formats = raw.get("formats") or {}
+    bad = {k: v for k, v in formats.items() if not isinstance(v, str)}
+    if bad:
+        raise TableSpecError(f"{where}: formats take a format's text (.1f, .3g), got {bad}")
+
+
 @dataclass(frozen=True)
 class TableSpec:
     """One declared table."""
@@ -249,8 +277,9 @@ class TableSpec:
         missing = [k for k in ("title", "rows", "by", "columns") if k not in raw]
         if unknown or missing:
             raise TableSpecError(f"{where}: unknown keys {unknown}, missing {missing}; known: {sorted(SPEC_KEYS)}")
-        if raw["rows"] not in ("runs", *KINDS):
+        if not isinstance(raw["rows"], str) or raw["rows"] not in ("runs", *KINDS):
             raise TableSpecError(f"{where}: rows {raw['rows']!r} is not one of {['runs', *KINDS]}")
+        _check_types(raw, where)
         filters = raw.get("where") or []
         per_seed = tuple(Column.parse(c, where) for c in raw.get("per_seed") or ())
         columns = tuple(Column.parse(c, where) for c in raw["columns"])

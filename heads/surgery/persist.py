@@ -9,8 +9,11 @@ Nothing is unpickled.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -63,10 +66,34 @@ def save(model: nn.Module, path: str | Path) -> Path:
     return path
 
 
+def os_error_of(exc: BaseException, path: str | Path | None = None) -> OSError | None:
+    """The OS error inside a safetensors error, as an ``OSError`` naming ``path``: its Rust message carries it
+    as ``Os { code: 28, ... }`` (a full disk) and nothing else does. None when it holds none."""
+    found = re.search(r"Os \{ code: (\d+)", str(exc))
+    if found is None:
+        return None
+    code = int(found.group(1))
+    return OSError(code, os.strerror(code), *([str(path)] if path is not None else []))
+
+
+@contextmanager
+def safetensors_io(path: str | Path) -> Iterator[None]:
+    """Safetensors writing or reading ``path``: an OS error it wraps in a ``SafetensorError`` (no space left,
+    a read-only disk) is raised as the ``OSError`` it is, naming ``path``, so the command says it in one line."""
+    try:
+        yield
+    except Exception as exc:
+        found = os_error_of(exc, path) if type(exc).__name__ == "SafetensorError" else None
+        if found is None:
+            raise
+        raise found from exc
+
+
 def write_model(model: nn.Module, folder: Path) -> None:
     """save_pretrained into an existing folder (no atomicity: callers write into a temp folder); a pruned
     model's config.json says its shape to stock transformers, or refuses it loudly (:mod:`heads.surgery.stock`)."""
-    model.save_pretrained(folder, safe_serialization=True)
+    with safetensors_io(folder):
+        model.save_pretrained(folder, safe_serialization=True)
     rewrite(folder, getattr(model.config, LAYOUT_KEY, None))
 
 

@@ -6,14 +6,14 @@ import torch
 import torch.nn.functional as F
 
 from heads import models
-from heads.config import RunConfig
+from heads.config import ConfigError, RunConfig
 from heads.examples import KEY
 from heads.metrics import TASK_METRIC
 from heads.placement import on_model
 from heads.tasks.base import Task, mean_loss, shard_of
 from heads.tasks.batching import eval_batches, pad
 from heads.tasks.registry import register_task
-from heads.tasks.text import build_or_load, task_tokenizer
+from heads.tasks.text import available_bytes, build_or_load, task_tokenizer
 
 IGNORE = -100
 
@@ -32,7 +32,7 @@ class Translation(Task):
 
     def build_model(self, cfg: RunConfig, tokenizer):
         m = cfg.model
-        return build_or_load(
+        model = build_or_load(
             cfg,
             lambda: models.marian(
                 vocab=len(tokenizer),
@@ -49,6 +49,8 @@ class Translation(Task):
             ),
             self,
         )
+        check_decoding(model, cfg)  # before training: the evaluation after it decodes with these limits
+        return model
 
     empty_hint = "every pair has a blank side"
 
@@ -137,6 +139,7 @@ class Translation(Task):
         translations copy-major: all of copy 0, then all of copy 1, ..."""
         if copies < 1:
             raise ValueError(f"copies must be >= 1, got {copies}")
+        check_decoding(model, cfg, copies)
         was_training = model.training
         model.eval()
         per_copy: list[list[str]] = [[] for _ in range(copies)]
@@ -160,6 +163,28 @@ class Translation(Task):
                     per_copy[k] += text[k * len(chunk) : (k + 1) * len(chunk)]
         model.train(was_training)
         return [h.strip() for hyps in per_copy for h in hyps]
+
+
+def check_decoding(model, cfg: RunConfig, copies: int = 1) -> None:
+    """Refuse decoding limits ``model`` cannot meet, before any work: more new tokens than a Marian has positions
+    (generate would index past its position table), more beams than tokens to choose from, or beams whose scores
+    alone (batch x beams x vocabulary, float32) exceed the memory left."""
+    config = model.config
+    positions = getattr(config, "max_position_embeddings", None)
+    e, vocab = cfg.eval, getattr(config, "vocab_size", None)
+    if config.model_type == "marian" and positions and e.max_new_tokens > positions:
+        raise ConfigError(f"eval.max_new_tokens: {e.max_new_tokens} is not allowed; the model has {positions} "
+                          f"positions, so it must be <= {positions}")
+    if not vocab:
+        return
+    if e.beams > vocab:
+        raise ConfigError(f"eval.beams: {e.beams} is not allowed; it must be <= the model's vocabulary of {vocab} "
+                          "(more beams than tokens to choose from)")
+    need, have = 4 * cfg.data.batch_size * copies * e.beams * vocab, available_bytes()
+    if have is not None and need > have:
+        raise ConfigError(f"eval.beams: {e.beams} beams of {cfg.data.batch_size * copies} sentences need at least "
+                          f"{need / 2**30:.1f} GiB for their scores, and {have / 2**30:.1f} GiB of memory is "
+                          "available; choose fewer eval.beams or a smaller data.batch_size")
 
 
 def corpus_scores(hyps: list[str], refs: list[str]) -> dict:

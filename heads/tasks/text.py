@@ -135,13 +135,23 @@ def build_or_load(cfg: RunConfig, fresh: Callable[[], nn.Module], task: Task, **
     return install(model)
 
 
-def training_bytes_at_least(cfg: RunConfig) -> int:
-    """A lower bound on the bytes a model from ``cfg.model`` takes to train: its blocks' attention and
-    feed-forward weights alone (4 d^2 + 3 d ff per layer; embeddings and norms left out), in float32, times
-    four (weights, gradients and AdamW's two moments)."""
+def training_bytes_at_least(cfg: RunConfig) -> dict[str, int]:
+    """A lower bound on the bytes a model from ``cfg.model`` takes to train, by the size keys that set them, so
+    a refusal names the one to change. Trained tensors count four times in float32 (weights, gradients and
+    AdamW's two moments): the blocks' attention and feed-forward weights (4 d^2 + 3 d ff per layer; norms left
+    out), the token embeddings (vocab x d) and a BERT's learned position table (max_len x d); Marian's fixed
+    sinusoidal tables (encoder and decoder, max_len x d each) once. Llama's rotary positions need no table.
+    Activations are left out: a batch is cut to the rows the data has, which is not known yet (an allocation
+    they fail is one line at the command line's boundary)."""
     m = cfg.model
-    ff = m.ff or 4 * m.d
-    return 4 * 4 * m.layers * (4 * m.d * m.d + 3 * m.d * ff)
+    ff, trained = m.ff or 4 * m.d, 4 * 4
+    parts = {"model.layers, model.d, model.ff": trained * m.layers * (4 * m.d * m.d + 3 * m.d * ff),
+             "model.vocab": trained * m.vocab * m.d}
+    if m.family == "bert":
+        parts["model.max_len"] = trained * m.max_len * m.d
+    elif m.family == "marian":
+        parts["model.max_len"] = 4 * 2 * m.max_len * m.d
+    return parts
 
 
 def available_bytes() -> int | None:
@@ -158,12 +168,15 @@ def available_bytes() -> int | None:
 def check_fits(cfg: RunConfig) -> None:
     """Refuse, before anything is allocated, a model whose training state cannot fit in the memory left (an
     allocation that large would fail inside torch, or be killed by the system, instead of saying why)."""
-    need, have = training_bytes_at_least(cfg), available_bytes()
+    parts, have = training_bytes_at_least(cfg), available_bytes()
+    need = sum(parts.values())
     if have is not None and need > have:
         m = cfg.model
-        raise InputError(f"model (layers={m.layers}, d={m.d}, ff={m.ff or 4 * m.d}) needs at least "
-                         f"{need / 2**30:.1f} GiB to train (float32 weights, gradients and AdamW moments), and "
-                         f"{have / 2**30:.1f} GiB of memory is available; choose a smaller model.d or model.layers")
+        key = max(parts, key=parts.__getitem__)
+        raise InputError(f"model (layers={m.layers}, d={m.d}, ff={m.ff or 4 * m.d}, vocab={m.vocab}, "
+                         f"max_len={m.max_len}) needs at least {need / 2**30:.1f} GiB to train (float32 weights, "
+                         f"gradients and AdamW moments), {parts[key] / 2**30:.1f} GiB of it for {key}, and "
+                         f"{have / 2**30:.1f} GiB of memory is available; choose a smaller {key}")
 
 
 def load_source(cfg: RunConfig, task: Task, **head: Any) -> nn.Module:

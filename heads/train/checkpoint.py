@@ -22,7 +22,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from heads.io import BadFileError, read_json, replace_dir, temp_dir_beside, write_json
-from heads.surgery.persist import CheckpointError, load, write_model
+from heads.surgery.persist import CheckpointError, load, safetensors_io, write_model
 
 # Config keys that fix the shape of every weight (the head layout aside: strategies prune mid-run, and pruning
 # leaves these keys as they were).
@@ -117,12 +117,14 @@ def save_checkpoint(path: Path, model: nn.Module, optimizer: torch.optim.Optimiz
     tmp = temp_dir_beside(path)
     try:
         write_model(model, tmp / "model")
-        save_file(optimizer_tensors(model, optimizer), str(tmp / "optimizer.safetensors"))
+        with safetensors_io(tmp / "optimizer.safetensors"):
+            save_file(optimizer_tensors(model, optimizer), str(tmp / "optimizer.safetensors"))
         rng = {"torch": torch.get_rng_state()}
         if torch.cuda.is_available():
             for i, s in enumerate(torch.cuda.get_rng_state_all()):
                 rng[f"cuda{i}"] = s
-        save_file(rng, str(tmp / "rng.safetensors"))
+        with safetensors_io(tmp / "rng.safetensors"):
+            save_file(rng, str(tmp / "rng.safetensors"))
         version, internal, gauss = random.getstate()
         state = {**state, "python_random": [version, list(internal), gauss]}
         write_json(tmp / "state.json", state)
