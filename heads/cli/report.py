@@ -56,12 +56,17 @@ def _warn(tree) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from heads.report import ClaimSpecError, render_replication, replications
+    from heads.report.render import artefacts
     from heads.report.table_spec import TableSpecError
 
     known = replications(args.replications)
     if args.replication not in known:
         raise fail(f"report: unknown replication {args.replication!r}; known: {', '.join(known)} "
                    f"(folders of {args.replications} with a report.yaml)")
+    try:  # the specs first: a wrong report.yaml is named before the run tree is read
+        artefacts(args.replication, args.replications)
+    except TableSpecError as exc:
+        raise fail(f"report: {exc}") from None
     tree = _tree(args.runs, _listed(args.tasks, "--tasks", "task"), _listed(args.labels, "--labels", "run"))
     try:
         written = render_replication(
