@@ -460,6 +460,11 @@ def custom(root: str | Path, dag: Mapping[str, Any], entries: Iterable[Mapping[s
             ratio = None if "ratio" not in c else float(c["ratio"])
         except (TypeError, ValueError):
             raise SheetError(f"{where}: ratio must be a number, got {c.get('ratio')!r}") from None
+        given = (c.get("params") or {}).get("ratio") if isinstance(c.get("params"), Mapping) else None
+        if ratio is not None and given is not None and given != ratio:
+            # the label's ratio (the arm's folder, the tables' column) would say one thing, the strategy do another
+            raise SheetError(f"{where}: ratio {c['ratio']!r} and params.ratio {given!r} contradict each other "
+                             "(the run would be labelled one and prune the other); give the ratio once")
         from heads.config import ConfigError
         from heads.strategies.registry import kind_of
 
