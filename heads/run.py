@@ -10,6 +10,7 @@ from heads import examples
 from heads.config import RunConfig
 from heads.env import environment, with_environment
 from heads.flops import count_params
+from heads.freshness import config_changes
 from heads.io import (
     RUN_ENTRIES,
     BadFileError,
@@ -41,24 +42,6 @@ def hooks_for(cfg: RunConfig) -> list[Hook]:
     return build_strategy(cfg.strategy.name, cfg.strategy.params).hooks(cfg)
 
 
-# Keys that change what is shown or where the run runs, never what it computes (beyond the float tolerance of
-# another device): a resume with another value is the same run (a GPU run may resume on a CPU, and back).
-# train.time_limit is the budget of one call, not the run: a run stopped by it is finished whatever limit a
-# later call gives (its summary says where it stopped), and an unfinished one resumes under the new limit.
-NOT_THE_RUN = (
-    "train.progress", "train.device", "train.threads", "train.compile", "train.workers", "train.keep_checkpoint",
-    "train.time_limit",
-)
-
-
-def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
-    if isinstance(a, dict) and isinstance(b, dict):
-        return [d for k in sorted(set(a) | set(b)) for d in _diff(a.get(k), b.get(k), f"{prefix}{k}.")]
-    if prefix.rstrip(".") in NOT_THE_RUN:
-        return []
-    return [] if a == b else [f"{prefix.rstrip('.')}: {a!r} -> {b!r}"]
-
-
 def _finished(out: Path, wanted: dict) -> dict | None:
     """The summary of a finished run of this config in ``out``; None when there is work to do.
     Refuses a folder that is not a run folder, or one that holds a run of another config."""
@@ -77,7 +60,7 @@ def _finished(out: Path, wanted: dict) -> dict | None:
         raise BadFileError(f"{exc}; it is the run's record: restore it, or delete {out} to start over") from None
     if not isinstance(before, dict) or not {"task", "model", "train"} <= set(before):
         raise OutputConflict(f"heads train: {config_file} is not a run configuration; give --out a new folder")
-    changed = _diff(before, wanted)
+    changed = config_changes(before, wanted)
     if changed:
         changes = "; ".join(changed[:8])
         raise RunConflict(f"{out} holds a run with another config ({changes}); use a new --out or delete it")

@@ -367,31 +367,20 @@ def command_line(e: RunSpec, runs: str, preset: str, data_root: str, threads: in
     identity = f"--run {q(json.dumps(e.identity(), sort_keys=True))}"
     if e.command == "train":
         ranks = max(1, gpus)
-        config: dict[str, Any] = {"data.root": data_root, "train.seed": e.seed,
-                                  "train.threads": max(1, threads // ranks), "train.progress": False,
-                                  **dict(_flatten(e.config))}
-        config.update({key: at(path) for key, path in e.paths.items()})
-        if e.strategy != "none":
-            config["strategy.name"] = e.strategy
-            config.update({f"strategy.params.{k}": v for k, v in e.params.items()})
-        overrides = " ".join(q(f"{k}={_value(v)}") for k, v in config.items())
+        overrides = " ".join(q(word) for word in train_overrides(e, runs, data_root, max(1, threads // ranks)))
         # torchrun sets RANK/WORLD_SIZE/LOCAL_RANK, which make `heads train` train with DDP, a GPU per rank;
         # --standalone picks a free local port, so several such jobs can share a machine.
         launcher = f"torchrun --standalone --nproc_per_node {ranks} -m heads" if ranks > 1 else "heads"
         return f"{launcher} train --task {e.task} --preset {preset} --out {q(at(e.label))} {identity} {overrides}"
     parts = [f"heads {e.command} {q(at(e.paths['source']))}"]
-    # An analysis reads the run's own config.json; its threads are this job's, not the training job's.
-    config = {"train.threads": threads, **dict(_flatten(e.config))}
     if e.command == "speed":  # speed times at its own --threads, which win over the config
-        config.pop("train.threads")
         e = replace(e, options={"threads": threads, **e.options})
     if e.options.get("task"):  # a bare model folder (a snapshot): the task's preset applies
         parts.append(f"--task {e.task} --preset {preset}")
-        config["data.root"] = data_root
     if e.command == "prune":
         parts.append(f"--strategy {e.strategy}")
     if e.params:
-        parts.append("--param " + " ".join(q(f"{k}={_value(v)}") for k, v in e.params.items()))
+        parts.append("--param " + " ".join(q(word) for word in param_words(e)))
     for key, value in e.options.items():
         if key == "task":
             continue
@@ -399,8 +388,36 @@ def command_line(e: RunSpec, runs: str, preset: str, data_root: str, threads: in
         parts.append(flag if value is True else f"{flag} " + " ".join(q(_value(x)) for x in _listed(value)))
     parts += [f"--{key} {q(at(path))}" for key, path in e.paths.items() if key != "source"]
     parts.append(f"{identity} --out {q(at(e.label if e.command == 'prune' else e.done_file()))}")
-    parts += [q(f"{k}={_value(v)}") for k, v in config.items()]
+    parts += [q(word) for word in analysis_overrides(e, data_root, threads)]
     return " ".join(parts)
+
+
+def train_overrides(e: RunSpec, runs: str, data_root: str, threads: int) -> list[str]:
+    """The ``KEY=VALUE`` words a training entry's ``heads train`` gets (``threads``: each process's)."""
+    config: dict[str, Any] = {"data.root": data_root, "train.seed": e.seed, "train.threads": threads,
+                              "train.progress": False, **dict(_flatten(e.config))}
+    config.update({key: f"{runs}/{path}" for key, path in e.paths.items()})
+    if e.strategy != "none":
+        config["strategy.name"] = e.strategy
+        config.update({f"strategy.params.{k}": v for k, v in e.params.items()})
+    return [f"{k}={_value(v)}" for k, v in config.items()]
+
+
+def analysis_overrides(e: RunSpec, data_root: str, threads: int) -> list[str]:
+    """The ``KEY=VALUE`` words an analysis or pruning entry's command lays over its source's config.json (or,
+    with ``options.task``, over the task's preset)."""
+    # An analysis reads the run's own config.json; its threads are this job's, not the training job's.
+    config = {"train.threads": threads, **dict(_flatten(e.config))}
+    if e.command == "speed":  # speed times at its own --threads, which win over the config
+        config.pop("train.threads")
+    if e.options.get("task"):
+        config["data.root"] = data_root
+    return [f"{k}={_value(v)}" for k, v in config.items()]
+
+
+def param_words(e: RunSpec) -> list[str]:
+    """An analysis or pruning entry's ``--param KEY=VALUE`` words."""
+    return [f"{k}={_value(v)}" for k, v in e.params.items()]
 
 
 def _listed(value: Any) -> list:
@@ -459,6 +476,11 @@ def custom(root: str | Path, dag: Mapping[str, Any], entries: Iterable[Mapping[s
             ratio = None if "ratio" not in c else float(c["ratio"])
         except (TypeError, ValueError):
             raise SheetError(f"{where}: ratio must be a number, got {c.get('ratio')!r}") from None
+        given = (c.get("params") or {}).get("ratio") if isinstance(c.get("params"), Mapping) else None
+        if ratio is not None and given is not None and given != ratio:
+            # the label's ratio (the arm's folder, the tables' column) would say one thing, the strategy do another
+            raise SheetError(f"{where}: ratio {c['ratio']!r} and params.ratio {given!r} contradict each other "
+                             "(the run would be labelled one and prune the other); give the ratio once")
         from heads.config import ConfigError
         from heads.strategies.registry import kind_of
 

@@ -84,6 +84,23 @@ def package_dir(package: str, install: str) -> Path:
     return Path(list(spec.submodule_search_locations)[0])
 
 
+# What reading a GGUF needs besides the model's package (transformers reads GGUF through both)
+GGUF_NEEDS = ("gguf", "accelerate")
+
+
+def check_installed(name: str) -> Path:
+    """The package folder of shipped checkpoint ``name``, with every package its first use needs installed; found
+    without importing any, so a plan can check it before any job (the workflow does, at parse time)."""
+    s = SHIPPED.get(name)
+    if s is None:
+        raise ShippedError(f"no shipped checkpoint {name!r}; shipped: {sorted(SHIPPED)}")
+    where = package_dir(s.package, s.install)
+    for needed in GGUF_NEEDS if s.gguf is not None else ():
+        if importlib.util.find_spec(needed) is None:
+            raise ShippedError(f"{s.gguf}: reading GGUF needs the {needed!r} package: {PRETRAINED_INSTALL}")
+    return where
+
+
 def path(name: str, root: str | os.PathLike = DEFAULT_ROOT) -> Path:
     """The model folder of shipped checkpoint ``name`` (a GGUF converted on first use, cached under ``root``)."""
     s = SHIPPED.get(name)
@@ -172,7 +189,7 @@ def convert_gguf(gguf: Path, out: Path) -> None:
     transformers reads GGUF and dequantises to fp32, but the model it returns carries a quantizer flag and
     refuses ``save_pretrained``; its weights are copied into a fresh model of the same config (no
     quantization config), every key matched exactly, and that one is saved."""
-    for needed in ("gguf", "accelerate"):  # transformers reads GGUF through both
+    for needed in GGUF_NEEDS:
         if importlib.util.find_spec(needed) is None:
             raise ShippedError(f"{gguf.name}: reading GGUF needs the {needed!r} package: {PRETRAINED_INSTALL}")
     import torch

@@ -79,9 +79,9 @@ def test_custom_entries_pass_every_parameter_through_including_the_ratio():
     runs = runs["training_time"]
     assert [r.label for r in runs] == ["lm/during/mine/0.5/seed0", "lm/during/mine/0.5/seed1"]
     assert runs[0].params == {"reinit": True, "ratio": 0.5} and runs[0].strategy == "oneshot"
-    # params win over the entry's ratio
-    _, runs = mine("smoke", {"label": "m", "task": "lm", "strategy": "oneshot", "ratio": 0.5, "params": {"ratio": 0.3}})
-    assert runs["training_time"][0].params["ratio"] == 0.3
+    # an entry's ratio and a params.ratio that differ contradict each other (labelled one, pruning the other)
+    with pytest.raises(SheetError, match="ratio 0.5 and params.ratio 0.3 contradict"):
+        mine("smoke", {"label": "m", "task": "lm", "strategy": "oneshot", "ratio": 0.5, "params": {"ratio": 0.3}})
 
 
 def test_a_training_time_custom_entry_renders_the_command_line_it_always_has():

@@ -15,18 +15,33 @@ SNAKEMAKE = shutil.which("snakemake")
 needs_snakemake = pytest.mark.skipif(SNAKEMAKE is None, reason="snakemake not installed (pip install -e '.[test]')")
 
 
-def snakemake(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+def snakemake(*args: str, cwd: Path = ROOT, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+
+
+def with_shipped_packages(tmp_path: Path) -> dict:
+    """An environment in which every shipped model's package is found: the plan checks each is installed (found,
+    never imported) before any job, so where one is not, a stand-in of its name takes its place."""
+    import importlib.util
+
+    from heads.shipped import SHIPPED
+
+    for s in SHIPPED.values():
+        if importlib.util.find_spec(s.package) is None:
+            (tmp_path / "stand-ins" / s.package).mkdir(parents=True, exist_ok=True)
+            (tmp_path / "stand-ins" / s.package / "__init__.py").write_text("")
+    path = os.pathsep.join(p for p in (str(tmp_path / "stand-ins"), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path}
 
 
 @needs_snakemake
 @pytest.mark.parametrize("preset", ["smoke", "tiny", "small", "paper", "pretrained", "gpu"])
-def test_dry_run_resolves_every_preset(preset):
+def test_dry_run_resolves_every_preset(preset, tmp_path):
     import re
 
     from heads.sheet import build, dag_for
 
-    run = snakemake("-n", "--forceall", "--config", f"preset={preset}")
+    run = snakemake("-n", "--forceall", "--config", f"preset={preset}", env=with_shipped_packages(tmp_path))
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-3000:]
     counts = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.M)}
@@ -211,8 +226,8 @@ def test_data_preparation_and_rendering_run_where_snakemake_runs():
 
 @needs_snakemake
 @pytest.mark.parametrize("preset", ["smoke", "tiny", "small", "paper", "pretrained", "gpu"])
-def test_lint_is_clean(preset):
-    run = snakemake("--lint", "--config", f"preset={preset}")
+def test_lint_is_clean(preset, tmp_path):
+    run = snakemake("--lint", "--config", f"preset={preset}", env=with_shipped_packages(tmp_path))
     assert run.returncode == 0 and "Congratulations" in run.stdout + run.stderr, run.stdout + run.stderr
 
 
@@ -327,10 +342,14 @@ def test_a_table_spec_off_the_vocabulary_fails_before_any_job(tmp_path):
 
 
 @needs_snakemake
-def test_paths_with_spaces_reach_every_command_whole():
+def test_paths_with_spaces_reach_every_command_whole(tmp_path):
     import shlex
 
-    run = snakemake("-n", "-p", "--config", "preset=smoke", "data_root=my data", "out=my out")
+    from smoke_dag import copy_repo
+
+    # in a copy: even a dry run records each job's settings under its output and data folders
+    run = snakemake("-n", "-p", "--config", "preset=smoke", "data_root=my data", "out=my out",
+                    cwd=copy_repo(tmp_path))
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-3000:]
     commands = [shlex.split(line.split("Shell command: ", 1)[1].split(" > ")[0])
@@ -350,20 +369,23 @@ def test_your_own_model_and_data_reach_every_run_of_the_task_and_its_data_prepar
     """One config file names a task's model and dataset (dag.<preset>.tasks): the data preparation and every
     training run of that task carry them; a bad key stops the workflow before any job."""
     mine = tmp_path / "mine.yaml"
+    for folder in ("models/my-bert", "data/mrpc"):  # the plan checks they exist (a job would fail on them)
+        (tmp_path / folder).mkdir(parents=True)
     mine.write_text(
         "dag:\n  smoke:\n    tasks:\n      cls:\n"
-        "        model: {source: /models/my-bert}\n"
-        "        data: {source: hub, dataset: /data/mrpc, columns: {text_a: sentence1, text_b: sentence2}}\n"
+        f"        model: {{source: {tmp_path}/models/my-bert}}\n"
+        f"        data: {{source: hub, dataset: {tmp_path}/data/mrpc,\n"
+        "                columns: {text_a: sentence1, text_b: sentence2}}\n"
     )
     jobs = planned(snakemake("-n", "-p", "--forceall", "--cores", "2", "--config", "preset=smoke",
                              "--configfile", str(mine)))
     prepare = [j for j in jobs if j["rule"] == "prepare_data" and "--task cls" in j["shell"]]
-    assert prepare and "model.source=/models/my-bert" in prepare[0]["shell"]
+    assert prepare and f"model.source={tmp_path}/models/my-bert" in prepare[0]["shell"]
     assert "data.columns.text_a=sentence1" in prepare[0]["shell"]
     cls_train = [j for j in jobs if j["rule"] == "train" and "heads train --task cls" in j["shell"]]
     other = [j for j in jobs if j["rule"] == "train" and "heads train --task cls" not in j["shell"]]
-    assert cls_train and all("model.source=/models/my-bert" in j["shell"] for j in cls_train)
-    assert all("data.dataset=/data/mrpc" in j["shell"] for j in cls_train)
+    assert cls_train and all(f"model.source={tmp_path}/models/my-bert" in j["shell"] for j in cls_train)
+    assert all(f"data.dataset={tmp_path}/data/mrpc" in j["shell"] for j in cls_train)
     assert other and not any("my-bert" in j["shell"] for j in other)
 
     mine.write_text("dag:\n  smoke:\n    tasks:\n      cls:\n        data: {colums: {text_a: s}}\n")

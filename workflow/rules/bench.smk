@@ -27,6 +27,7 @@ rule bench_pruned_step:
     shell:
         "python benchmarks/bench_pruned_step.py --steps {params.steps} --warmup {params.warmup}"
         " --out {output:q} --summary results/bench/summary.json > {log:q} 2>&1"
+        " || sh workflow/scripts/say_why.sh {log:q}"
 
 
 rule bench_engine:
@@ -42,6 +43,7 @@ rule bench_engine:
     shell:
         "python benchmarks/bench_engine.py --data-root {params.data:q}"
         " --out {output:q} --summary results/bench/summary.json > {log:q} 2>&1"
+        " || sh workflow/scripts/say_why.sh {log:q}"
 
 
 rule bench_ablation:
@@ -55,6 +57,7 @@ rule bench_ablation:
     shell:
         "python benchmarks/bench_ablation.py"
         " --out {output:q} --summary results/bench/summary.json > {log:q} 2>&1"
+        " || sh workflow/scripts/say_why.sh {log:q}"
 
 
 rule bench_importance:
@@ -68,6 +71,7 @@ rule bench_importance:
     shell:
         "python benchmarks/bench_importance.py"
         " --out {output:q} --summary results/bench/summary.json > {log:q} 2>&1"
+        " || sh workflow/scripts/say_why.sh {log:q}"
 
 
 rule bench_memory:
@@ -81,3 +85,4 @@ rule bench_memory:
     shell:
         "python benchmarks/bench_memory.py"
         " --out {output:q} --summary results/bench/summary.json > {log:q} 2>&1"
+        " || sh workflow/scripts/say_why.sh {log:q}"

@@ -114,6 +114,37 @@ for _task, _sections in TASK_CONFIG.items():
         raise ValueError(f"config dag.{PRESET}.tasks.{_task}: {e.args[0] if isinstance(e, KeyError) else e}") from None
 
 
+# What decides each job's output, as one small file per job that the job takes as an input (heads.freshness):
+# rewritten only when its content changes, so a changed setting reruns exactly the jobs it affects and what reads
+# them. Drawn here, before any job: an entry whose settings changed is checked as its command will check it
+# (config, strategy parameters, sources), and a run folder holding a run of other settings is refused in one line.
+from heads.freshness import check_surgery, settle, write_settings
+
+SETTINGS = f"{OUT}/.settings"
+try:
+    SETTINGS_OF = settle(SHEET, PRESET, RUNS, DATA, SETTINGS)
+    check_surgery(config["surgery"]["sources"], config["surgery"]["keep"])
+except SheetError as e:
+    raise ValueError(f"run sheet of preset {PRESET!r}: {e}") from None
+
+
+def render_settings(rep):
+    """What decides a replication's renders beyond its runs' files: which runs and tasks they read."""
+    path = f"{SETTINGS}/render/{rep}.json"
+    write_settings(path, {"labels": SHEET.of[rep], "tasks": sorted({SHEET[l].task for l in SHEET.of[rep]})})
+    return path
+
+
+RENDER_SETTINGS = {rep: render_settings(rep) for rep in REPLICATIONS}
+# where a task's data settings live: beside the data (shared by every output folder at this preset)
+DATA_SETTINGS = {t: f"{DATA}/.settings/{t}-{PRESET}.json" for t in sorted({e.task for e in SHEET.runs.values()})}
+for _task, _path in DATA_SETTINGS.items():
+    # new here: the data of the runs recorded (their config.json holds data.*, compared above) is of these settings
+    write_settings(_path, {"task": _task, "preset": PRESET, "config": TASK_CONFIG.get(_task) or {}}, backdate=True)
+SURGERY_SETTINGS = f"{SETTINGS}/surgery.json"
+write_settings(SURGERY_SETTINGS, {"seq_len": config["surgery"]["seq_len"]})
+
+
 def data_overrides(w):
     """The user's config of a task (dag.<preset>.tasks), as the shell-quoted KEY=VALUE words of data prepare."""
     from heads.sheet import task_overrides
@@ -141,9 +172,9 @@ def done(label):
 
 
 def entry_inputs(w):
-    """What an entry needs: its task's prepared data and the runs it starts from."""
+    """What an entry needs: its settings, its task's prepared data and the runs it starts from."""
     e = SHEET[w.label]
-    return [f"{DATA}/.ready-{e.task}-{PRESET}"] + [done(a) for a in e.after]
+    return [SETTINGS_OF[w.label], f"{DATA}/.ready-{e.task}-{PRESET}"] + [done(a) for a in e.after]
 
 
 # What a job that runs a model asks for at this preset (config job_resources): GPUs and memory. Its threads are
@@ -211,7 +242,9 @@ def report_outputs():
 
 
 def replication_inputs(w):
-    return [done(label) for label in SHEET.of[w.replication]]
+    """What a replication's renders read: its runs, which of them (its render settings) and its report.yaml."""
+    spec = [f"replications/{w.replication}/report.yaml"] if os.path.isfile(f"replications/{w.replication}/report.yaml") else []
+    return [done(label) for label in SHEET.of[w.replication]] + [RENDER_SETTINGS[w.replication]] + spec
 
 
 def replication_labels(w):

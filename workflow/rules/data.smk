@@ -8,6 +8,8 @@ localrules:
 
 
 rule prepare_data:
+    input:
+        lambda w: DATA_SETTINGS[w.task],
     output:
         touch(f"{DATA}/.ready-{{task}}-{PRESET}"),
     log:
@@ -22,4 +24,4 @@ rule prepare_data:
         overrides=data_overrides,
     shell:
         "heads data prepare --task {wildcards.task} --preset {params.preset} --root {params.root:q}"
-        " {params.overrides} > {log:q} 2>&1"
+        " {params.overrides} > {log:q} 2>&1 || sh workflow/scripts/say_why.sh {log:q}"

@@ -10,6 +10,10 @@ localrules:
     claims,
 
 
+# the preconditions every claims.yaml may name: a changed one re-judges every ledger
+SHARED_PRECONDITIONS = [p for p in ["replications/preconditions.yaml"] if os.path.isfile(p)]
+
+
 # A replication's claims.{md,csv} and baselines.{csv,md} are its ledger, not tables.
 ruleorder: replication_claims > table
 
@@ -38,7 +42,7 @@ rule table:
     shell:
         "heads report --runs {params.runs:q} --replication {wildcards.replication}"
         " --tasks {params.tasks:q} --labels {params.labels:q} --only {wildcards.table}"
-        " --out {params.folder:q} > {log:q} 2>&1"
+        " --out {params.folder:q} > {log:q} 2>&1 || sh workflow/scripts/say_why.sh {log:q}"
 
 
 rule figure:
@@ -64,13 +68,14 @@ rule figure:
     shell:
         "heads report --runs {params.runs:q} --replication {wildcards.replication}"
         " --tasks {params.tasks:q} --labels {params.labels:q} --only {wildcards.figure}.png"
-        " --out {params.folder:q} > {log:q} 2>&1"
+        " --out {params.folder:q} > {log:q} 2>&1 || sh workflow/scripts/say_why.sh {log:q}"
 
 
 rule replication_claims:
     input:
         replication_inputs,
         spec="replications/{replication}/claims.yaml",
+        shared=SHARED_PRECONDITIONS,
     output:
         # its ledger page, and what the whole ledger merges (heads.report.ledger)
         f"{OUT}/{{replication}}/claims.md",
@@ -92,7 +97,7 @@ rule replication_claims:
     shell:
         "heads report --runs {params.runs:q} --replication {wildcards.replication}"
         " --tasks {params.tasks:q} --labels {params.labels:q} --only claims"
-        " --out {params.folder:q} > {log:q} 2>&1"
+        " --out {params.folder:q} > {log:q} 2>&1 || sh workflow/scripts/say_why.sh {log:q}"
 
 
 # The committed measurements of other machines and runs (benchmarks/bench_perturbation.py imitates another machine,
@@ -103,6 +108,9 @@ CLAIMED = [r for r in REPLICATIONS if os.path.isfile(f"replications/{r}/claims.y
 MEASURED = {"results": ("results/bench/perturbation.json", "results/bench/machines.json"),
             "results/pretrained": ("results/bench/pretrained_rerun.json",)}
 ROBUSTNESS = [f for f in MEASURED.get(OUT, ()) if os.path.isfile(f)]
+# which ledgers the whole one merges, at which preset: a replication joining or leaving re-merges it
+CLAIMS_SETTINGS = f"{SETTINGS}/claims.json"
+write_settings(CLAIMS_SETTINGS, {"preset": PRESET, "ledgers": CLAIMED, "robustness": ROBUSTNESS})
 
 
 rule claims:
@@ -115,6 +123,7 @@ rule claims:
         environments=expand(f"{OUT}/{{replication}}/environments.json", replication=CLAIMED),
         specs=expand("replications/{replication}/claims.yaml", replication=CLAIMED),
         robustness=ROBUSTNESS,
+        settings=CLAIMS_SETTINGS,
     output:
         md=report(f"{OUT}/CLAIMS.md", caption="../report/claims.rst", category="Claims ledger"),
         csv=f"{OUT}/claims.csv",
@@ -133,4 +142,4 @@ rule claims:
     shell:
         "heads claims --ledgers {input.ledgers:q} --replications replications --preset {params.preset} "
         "--out {params.folder:q} "
-        "{params.robustness} > {log:q} 2>&1"
+        "{params.robustness} > {log:q} 2>&1 || sh workflow/scripts/say_why.sh {log:q}"

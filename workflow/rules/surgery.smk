@@ -7,6 +7,8 @@ localrules:
 
 
 rule prune_uniform:
+    input:
+        SURGERY_SETTINGS,
     output:
         directory(f"{RUNS}/surgery/{{source}}_keep{{keep}}"),
     log:
@@ -19,12 +21,13 @@ rule prune_uniform:
         seq_len=config["surgery"]["seq_len"],
     shell:
         "heads prune {wildcards.source} --keep {wildcards.keep} --out {output:q}"
-        " --seq-len {params.seq_len} > {log:q} 2>&1"
+        " --seq-len {params.seq_len} > {log:q} 2>&1 || sh workflow/scripts/say_why.sh {log:q}"
 
 
 rule surgery_table:
     input:
-        f"{RUNS}/surgery/{{source}}_keep{{keep}}",
+        folder=f"{RUNS}/surgery/{{source}}_keep{{keep}}",
+        settings=SURGERY_SETTINGS,
     output:
         report(
             f"{OUT}/surgery/{{source}}_keep{{keep}}.md",
@@ -40,4 +43,5 @@ rule surgery_table:
     params:
         seq_len=config["surgery"]["seq_len"],
     shell:
-        "heads inspect {input:q} --seq-len {params.seq_len} > {output:q} 2> {log:q}"
+        "heads inspect {input.folder:q} --seq-len {params.seq_len} > {output:q} 2> {log:q}"
+        " || sh workflow/scripts/say_why.sh {log:q}"

@@ -24,7 +24,7 @@ rule train:
     params:
         command=entry_command,
     shell:
-        "{params.command} > {log:q} 2>&1"
+        "{params.command} > {log:q} 2>&1 || sh workflow/scripts/say_why.sh {log:q}"
 
 
 rule analyse:
@@ -47,4 +47,4 @@ rule analyse:
     params:
         command=entry_command,
     shell:
-        "{params.command} > {log:q} 2>&1"
+        "{params.command} > {log:q} 2>&1 || sh workflow/scripts/say_why.sh {log:q}"
