@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +17,15 @@ from heads.io import (
     InputError,
     OutputConflict,
     check_output_folder,
+    clear_stale_temps,
     read_json,
     read_jsonl,
     write_json,
 )
+from heads.outpath import RUN, claim, target
 from heads.surgery import head_layout, save
 from heads.tasks import get_task
-from heads.train.checkpoint import check_identity, drop_weights
+from heads.train.checkpoint import check_history, check_identity, drop_weights
 from heads.train.distributed import leave
 from heads.train.loop import Hook, NonFiniteLoss, Trainer
 from heads.train.metrics import steps_to_target, time_to_target
@@ -96,7 +99,14 @@ def train_run(cfg: RunConfig, out: Path) -> dict[str, Any]:
 
     Everything that can be checked is checked before anything is written: the folder, the config, the data,
     the tokenizer, the model and, on resume, the checkpoint's identity; a refused start leaves no trace."""
-    out = Path(out)
+    out = target(out, "", RUN)  # not inside another run, not a file or device; a symlink followed
+    if os.environ.get("RANK", "0") != "0":  # a distributed run's other ranks: rank 0 holds the lock and writes
+        return _train_run(cfg, out)
+    with claim(out, ""):  # one writer per run folder: a second `heads train` on it is refused
+        return _train_run(cfg, out)
+
+
+def _train_run(cfg: RunConfig, out: Path) -> dict[str, Any]:
     wanted = json.loads(json.dumps(cfg.to_dict()))  # tuples -> lists, as on disk
     finished = _finished(out, wanted)
     if finished is not None:
@@ -113,21 +123,42 @@ def train_run(cfg: RunConfig, out: Path) -> dict[str, Any]:
         leave(trainer.world)
 
 
+def _undo_start(out: Path, existed: bool) -> None:
+    """Remove what a start that failed before its first checkpoint wrote (its config.json, its first metrics and
+    events, a checkpoint copy half written), and ``out`` itself when this start made it: a refused or failed
+    start leaves no trace, so the corrected command is not refused as another config's run."""
+    for name in ("config.json", "metrics.jsonl", "events.jsonl"):
+        (out / name).unlink(missing_ok=True)
+    clear_stale_temps(out / "checkpoint")
+    if not existed:
+        try:
+            out.rmdir()
+        except OSError:
+            pass  # something else is there: kept
+
+
 def _train(trainer: Trainer, cfg: RunConfig, task, out: Path, wanted: dict) -> dict[str, Any]:
     config_file, summary_file = out / "config.json", out / "summary.json"
     main = trainer.world.main  # in a distributed run only rank 0 writes
     precision = str(trainer.placement.dtype).removeprefix("torch.")
-    if (trainer.checkpoint_path / "state.json").exists():
+    resuming = (trainer.checkpoint_path / "state.json").exists()
+    if resuming:  # checked before the first write: a refused resume changes nothing
         check_identity(trainer.checkpoint_path, trainer.identity)
+        check_history(trainer.checkpoint_path, out)
+    existed = out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    if main:
-        write_json(config_file, wanted)
     try:
+        if main:
+            write_json(config_file, wanted)
         stats = trainer.train()
-    except NonFiniteLoss as exc:
+    except NonFiniteLoss as exc:  # after the first checkpoint (step 0's): the run is over and says so
         summary = {"status": "diverged", "message": str(exc), "task": cfg.task, "step": trainer.step}
         if main:
             write_json(summary_file, with_environment(summary, trainer.model, precision=precision))
+        raise
+    except BaseException:
+        if main and not resuming and not (trainer.checkpoint_path / "state.json").exists():
+            _undo_start(out, existed)
         raise
     if not main:
         return {"status": "ok", "rank": trainer.world.rank, **stats}

@@ -13,6 +13,7 @@ from heads.cli.common import (
     add_run_options,
     check_out_file,
     check_split,
+    claim_out,
     data_root,
     domain_batches,
     fail,
@@ -23,6 +24,7 @@ from heads.cli.common import (
     with_identity,
 )
 from heads.env import with_environment
+from heads.outpath import MODEL, writes_outputs
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -49,6 +51,7 @@ def _scorer_params(args) -> dict:
     return parse_params(args.param)
 
 
+@writes_outputs
 def cmd_score(args: argparse.Namespace) -> int:
     from heads.io import write_json
     from heads.scoring import compute_scores
@@ -121,6 +124,7 @@ def check_prune_out(out: Path, source: Path, overwrite: bool) -> None:
         raise OutputConflict(f"prune: --out {out} holds files prune did not write (no {PRUNE_MARK}); {hint}")
 
 
+@writes_outputs
 def cmd_prune(args: argparse.Namespace) -> int:
     import shutil
 
@@ -141,7 +145,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
         raise fail("prune: --evaluate needs --strategy (the evaluation uses the run's task configuration)")
     if args.seq_len < 1:
         raise fail(f"prune: --seq-len must be >= 1, got {args.seq_len}")
-    check_prune_out(Path(args.out), resolve_source(args.source, data_root(args)), args.overwrite)
+    out = claim_out(args.out, "prune", MODEL)  # a symlinked --out: the folder it leads to is replaced, not the link
+    check_prune_out(out, resolve_source(args.source, data_root(args)), args.overwrite)
     loaded = None
     if args.strategy is not None:
         from heads.config import ConfigError
@@ -182,7 +187,6 @@ def cmd_prune(args: argparse.Namespace) -> int:
         raise fail(f"prune: {exc}") from None
     # Everything goes into a folder beside --out and is renamed into place at the end: --out is either the old
     # output or the complete new one, never a mix.
-    out = Path(args.out)
     tmp = temp_dir_beside(out)
     try:
         write_model(model, tmp)
@@ -236,6 +240,7 @@ def _pruned_summary(args: argparse.Namespace, loaded, model, result: dict) -> di
     })
 
 
+@writes_outputs
 def cmd_ablate(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
@@ -325,6 +330,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     return 0
 
 
+@writes_outputs
 def cmd_curve(args: argparse.Namespace) -> int:
     from heads.config import ConfigError
     from heads.io import write_json

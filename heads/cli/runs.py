@@ -17,6 +17,7 @@ from heads.cli.common import (
     run_config,
 )
 from heads.env import with_environment
+from heads.outpath import writes_outputs
 
 
 def _pairs(items: list[str] | None, option: str) -> dict[str, str | None]:
@@ -107,6 +108,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+@writes_outputs
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from heads import examples
     from heads.io import write_json
