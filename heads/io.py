@@ -18,30 +18,36 @@ from typing import Any
 
 def is_stream(path: str | Path) -> bool:
     """Whether ``path`` is written as a stream, never replaced: a character device or a FIFO (``/dev/null``, a
-    pipe), or a path that leads through ``/dev`` or ``/proc`` (``/dev/stdout`` is a link to the process's
-    own stdout, which may be a log file: written through, not swapped for a new file)."""
-    path = Path(path)
+    pipe), or an open file reached through a process's file-descriptor link (``/dev/stdout`` -> ``/proc/self/
+    fd/1``, which may be a log file: appended to, not swapped for a new file under the log's name)."""
+    return _stream_kind(Path(path)) is not None
+
+
+def _stream_kind(path: Path) -> str | None:
     try:
         mode = os.stat(path).st_mode
     except OSError:
-        return False
+        return None
     if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
-        return True
+        return "device"
     if not stat.S_ISREG(mode):
-        return False
-    for _ in range(40):  # the links' own chain (realpath would skip a /proc magic link's name)
-        if str(path.absolute()).startswith(("/dev/", "/proc/")):
-            return True
+        return None
+    for _ in range(40):  # the chain of links itself: realpath would jump over /proc's fd link to the file
         if not path.is_symlink():
-            return False
-        path = path.parent / os.readlink(path)
-    return False
+            return None
+        hop = Path(os.path.realpath(path.parent)) / path.name
+        if hop.parts[1:2] == ("proc",) and "fd" in hop.parts:
+            return "fd"
+        path = hop.parent / os.readlink(hop)
+    return None
 
 
 def _write_stream(path: Path, data: bytes) -> Path:
-    """Write through a device or FIFO; a FIFO nobody reads is an error, not a hang."""
+    """Write through a device or FIFO (a FIFO nobody reads is an error, not a hang), or append to the file a
+    process's fd link leads to."""
+    flags = os.O_WRONLY | os.O_NONBLOCK | (os.O_APPEND if _stream_kind(path) == "fd" else 0)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        fd = os.open(path, flags)
     except OSError as exc:
         if exc.errno == errno.ENXIO:
             raise InputError(f"{path}: a FIFO no process reads; start its reader first") from None

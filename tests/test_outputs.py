@@ -77,11 +77,14 @@ def test_a_symlink_into_a_run_is_refused_where_it_leads(run, runs, tmp_path, cap
 
 # -- devices, FIFOs and symlinks: written through, never replaced -----------------------------------------------
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
-def test_a_character_device_is_written_through_not_replaced(runs, tmp_path):
+def test_a_character_device_is_written_through_not_replaced(run, runs, tmp_path):
     null = tmp_path / "null"
     os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # a /dev/null of our own: the real one stays safe
     assert main(["rows", "--runs", str(runs), "--out", str(null)]) == 0
     assert stat.S_ISCHR(os.lstat(null).st_mode)
+    assert main(["evaluate", str(run), "--out", str(null)]) == 0
+    assert stat.S_ISCHR(os.lstat(null).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["null", "run", "tree"]  # no null.examples.json beside
 
 
 def test_a_fifo_is_written_through_and_one_without_a_reader_is_refused(runs, tmp_path, capsys):
@@ -107,7 +110,7 @@ def test_a_symlink_to_stdout_is_written_through(runs, tmp_path):
     link = tmp_path / "out.csv"
     link.symlink_to("/dev/stdout")
     done = subprocess.run([sys.executable, "-m", "heads", "rows", "--runs", str(runs), "--out", str(link)],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert link.is_symlink() and os.readlink(link) == "/dev/stdout"
     assert str(link) in done.stdout  # the path it printed, after the CSV it wrote through the link
@@ -161,6 +164,17 @@ def test_a_second_writer_of_one_out_is_refused_naming_the_holder(run, runs, base
     with claim(fresh, "test"):  # two `heads train` on one --out: the second is refused, writing nothing
         refused(train_argv(fresh, base), capsys, "is being written by process")
         assert not fresh.exists()
+    holder = subprocess.Popen(  # another process: its pid is the one named
+        [sys.executable, "-c", "import sys, time; from heads.outpath import claim\n"
+         "with claim(sys.argv[1], 'heads train'):\n print('held', flush=True); time.sleep(60)", str(fresh)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        refused(train_argv(fresh, base), capsys, f"is being written by process {holder.pid}")
+        assert not fresh.exists()
+    finally:
+        holder.kill()
+        holder.wait()
     pruned = tmp_path / "pruned"
     with claim(pruned, "test"):
         refused(["prune", str(run), "--keep", "2", "--out", str(pruned)], capsys, "is being written by process")

@@ -145,8 +145,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
         raise fail("prune: --evaluate needs --strategy (the evaluation uses the run's task configuration)")
     if args.seq_len < 1:
         raise fail(f"prune: --seq-len must be >= 1, got {args.seq_len}")
+    source = resolve_source(args.source, data_root(args))
+    check_prune_out(Path(args.out), source, args.overwrite)
     out = claim_out(args.out, "prune", MODEL)  # a symlinked --out: the folder it leads to is replaced, not the link
-    check_prune_out(out, resolve_source(args.source, data_root(args)), args.overwrite)
+    check_prune_out(out, source, args.overwrite)  # again, where a link leads and under the lock
     loaded = None
     if args.strategy is not None:
         from heads.config import ConfigError
@@ -245,7 +247,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from heads.examples import path_beside
-    from heads.io import write_json
+    from heads.io import is_stream, write_json
     from heads.scoring import AblationParams, ablation_table, all_but_one
 
     if args.chunk < 1:
@@ -255,7 +257,9 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     if args.samples < 1:
         raise fail(f"ablate: --samples must be >= 1, got {args.samples}")
     check_out_file(args.out)
-    check_out_file(path_beside(Path(args.out)))
+    stream = is_stream(args.out)  # /dev/stdout, a pipe: no folder to put the examples beside it in
+    if not stream:
+        check_out_file(path_beside(Path(args.out)), lock=False)
     loaded = load_for_task(args)
     batches = scoring_batches(loaded, args.split, args.batches)
     task, cfg = loaded.task, loaded.cfg
@@ -319,7 +323,9 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     # the per-example statistic beside the result, written first (the result marks the job done); a BLEU test's
     # significance comes from its bootstrap, not from these, so none is kept for it
     beside, kept = path_beside(Path(args.out)), table.examples_record(params.test, params.noise_tol)
-    if kept is not None and bleu is None:
+    if stream:
+        pass
+    elif kept is not None and bleu is None:
         write_json(beside, kept)
     else:
         beside.unlink(missing_ok=True)  # an earlier ablation's examples would not be this one's
