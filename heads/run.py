@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,11 @@ def _finished(out: Path, wanted: dict) -> dict | None:
     if not isinstance(before, dict) or not {"task", "model", "train"} <= set(before):
         raise OutputConflict(f"heads train: {config_file} is not a run configuration; give --out a new folder")
     changed = _diff(before, wanted)
+    if changed and _abandoned(out):
+        # a start killed before its first checkpoint: nothing of it to keep, so it does not bind the folder
+        print(f"heads train: {out} holds a start that never reached its first checkpoint; starting afresh",
+              file=sys.stderr)
+        return None
     if changed:
         changes = "; ".join(changed[:8])
         raise RunConflict(f"{out} holds a run with another config ({changes}); use a new --out or delete it")
@@ -92,6 +98,12 @@ def _finished(out: Path, wanted: dict) -> dict | None:
         if isinstance(summary, dict) and summary.get("status") == "ok":
             return summary
     return None
+
+
+def _abandoned(out: Path) -> bool:
+    """Whether ``out`` holds only what a start writes before its first checkpoint (its config, its first
+    metrics): no checkpoint state, no model, no summary."""
+    return not any((out / p).exists() for p in ("checkpoint/state.json", "model", "summary.json"))
 
 
 def train_run(cfg: RunConfig, out: Path) -> dict[str, Any]:

@@ -199,6 +199,18 @@ def test_a_start_that_fails_before_its_first_checkpoint_leaves_nothing(base, tmp
     assert main(train_argv(out, base)) == 0  # the corrected command is not refused as another config's run
 
 
+def test_a_start_killed_before_its_first_checkpoint_does_not_bind_the_folder(base, tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()  # what a kill -9 between config.json and the first checkpoint leaves (no handler runs)
+    (out / "config.json").write_text(json.dumps({**json.loads((base["run"] / "config.json").read_text()),
+                                                 "train": {"lr": 1.0}}))
+    (out / "metrics.jsonl").write_text('{"step": 0}\n')
+    assert main(train_argv(out, base)) == 0
+    assert "never reached its first checkpoint" in capsys.readouterr().err
+    assert json.loads((out / "config.json").read_text()) == json.loads((base["run"] / "config.json").read_text())
+    assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [0, 2, 4]
+
+
 # -- a resume whose history was cut -------------------------------------------------------------------------------
 @pytest.fixture
 def killed(base, tmp_path) -> Path:
