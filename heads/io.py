@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterable
 from fnmatch import fnmatch
@@ -14,9 +16,69 @@ from pathlib import Path
 from typing import Any
 
 
-def write_bytes(path: str | Path, data: bytes) -> Path:
-    """Write to a temp file beside ``path``, fsync, rename into place: complete or absent."""
+def is_stream(path: str | Path) -> bool:
+    """Whether ``path`` is written as a stream, never replaced: a character device or a FIFO (``/dev/null``, a
+    pipe), or an open file reached through a process's file-descriptor link (``/dev/stdout`` -> ``/proc/self/
+    fd/1``, which may be a log file: appended to, not swapped for a new file under the log's name)."""
+    return _stream_kind(Path(path)) is not None
+
+
+def _stream_kind(path: Path) -> str | None:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
+        return "device"
+    if not stat.S_ISREG(mode):
+        return None
+    for _ in range(40):  # the chain of links itself: realpath would jump over /proc's fd link to the file
+        if not path.is_symlink():
+            return None
+        hop = Path(os.path.realpath(path.parent)) / path.name
+        if hop.parts[1:2] == ("proc",) and "fd" in hop.parts:
+            return "fd"
+        path = hop.parent / os.readlink(hop)
+    return None
+
+
+def _write_stream(path: Path, data: bytes) -> Path:
+    """Write through a device or FIFO (a FIFO nobody reads is an error, not a hang), or append to the file a
+    process's fd link leads to."""
+    flags = os.O_WRONLY | os.O_NONBLOCK | (os.O_APPEND if _stream_kind(path) == "fd" else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise InputError(f"{path}: a FIFO no process reads; start its reader first") from None
+        raise
+    try:
+        os.set_blocking(fd, True)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+    return path
+
+
+def through(path: str | Path) -> Path:
+    """``path``, or where it leads when it is a symlink: a link is written through, never replaced."""
     path = Path(path)
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write to a temp file beside ``path``, fsync, rename into place: complete or absent. A symlink is written
+    through (its target replaced, the link kept); a device or FIFO is written as a stream, never replaced."""
+    path = Path(path)
+    if is_stream(path):
+        return _write_stream(path, data)
+    given, path = path, through(path)
+    if path.is_symlink():
+        raise InputError(f"{given}: a symlink loop; give a path that leads somewhere")
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise InputError(f"{given}: not a regular file (a block device or socket); write to a file instead")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -30,7 +92,7 @@ def write_bytes(path: str | Path, data: bytes) -> Path:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path
+    return given
 
 
 def write_text(path: str | Path, text: str) -> Path:
@@ -115,9 +177,9 @@ def _aside(path: Path) -> Path:
 
 def replace_dir(tmp: Path, path: Path) -> Path:
     """Move the finished folder ``tmp`` to ``path``, replacing any old one with no moment of absence
-    visible as a half-written folder (the old one is renamed aside first, then removed)."""
-    if path.is_symlink():  # renaming it aside would move the link, and rmtree refuses a link: say so first
-        raise OutputConflict(f"{path} is a symbolic link (to {os.readlink(path)}); name the folder itself")
+    visible as a half-written folder (the old one is renamed aside first, then removed). A symlinked ``path``
+    is written through: the folder it leads to is replaced, the link kept."""
+    path = through(path)
     if path.exists():
         old = _aside(path)
         shutil.rmtree(old, ignore_errors=True)
@@ -149,7 +211,9 @@ def clear_stale_temps(path: Path) -> list[Path]:
 
 def temp_dir_beside(path: Path) -> Path:
     """A fresh hidden folder beside ``path`` to write into before ``replace_dir``; stale ones from a killed
-    writer go first, so a resumed run ends with exactly the files an uninterrupted one has."""
+    writer go first, so a resumed run ends with exactly the files an uninterrupted one has. Beside where a
+    symlinked ``path`` leads (:func:`replace_dir` renames within that folder)."""
+    path = through(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     clear_stale_temps(path)
     return Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))

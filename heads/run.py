@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +19,15 @@ from heads.io import (
     InputError,
     OutputConflict,
     check_output_folder,
+    clear_stale_temps,
     read_json,
     read_jsonl,
     write_json,
 )
+from heads.outpath import RUN, claim, target
 from heads.surgery import head_layout, save
 from heads.tasks import get_task
-from heads.train.checkpoint import check_identity, drop_weights
+from heads.train.checkpoint import check_history, check_identity, drop_weights
 from heads.train.distributed import leave
 from heads.train.loop import Hook, NonFiniteLoss, Trainer
 from heads.train.metrics import steps_to_target, time_to_target
@@ -61,6 +65,11 @@ def _finished(out: Path, wanted: dict) -> dict | None:
     if not isinstance(before, dict) or not {"task", "model", "train"} <= set(before):
         raise OutputConflict(f"heads train: {config_file} is not a run configuration; give --out a new folder")
     changed = config_changes(before, wanted)
+    if changed and _abandoned(out):
+        # a start killed before its first checkpoint: nothing of it to keep, so it does not bind the folder
+        print(f"heads train: {out} holds a start that never reached its first checkpoint; starting afresh",
+              file=sys.stderr)
+        return None
     if changed:
         changes = "; ".join(changed[:8])
         raise RunConflict(f"{out} holds a run with another config ({changes}); use a new --out or delete it")
@@ -74,12 +83,25 @@ def _finished(out: Path, wanted: dict) -> dict | None:
     return None
 
 
+def _abandoned(out: Path) -> bool:
+    """Whether ``out`` holds only what a start writes before its first checkpoint (its config, its first
+    metrics): no checkpoint state, no model, no summary."""
+    return not any((out / p).exists() for p in ("checkpoint/state.json", "model", "summary.json"))
+
+
 def train_run(cfg: RunConfig, out: Path) -> dict[str, Any]:
     """Train (or resume, or skip when finished) the run ``cfg`` in ``out``; returns the summary.
 
     Everything that can be checked is checked before anything is written: the folder, the config, the data,
     the tokenizer, the model and, on resume, the checkpoint's identity; a refused start leaves no trace."""
-    out = Path(out)
+    out = target(out, "", RUN)  # not inside another run, not a file or device; a symlink followed
+    if os.environ.get("RANK", "0") != "0":  # a distributed run's other ranks: rank 0 holds the lock and writes
+        return _train_run(cfg, out)
+    with claim(out, ""):  # one writer per run folder: a second `heads train` on it is refused
+        return _train_run(cfg, out)
+
+
+def _train_run(cfg: RunConfig, out: Path) -> dict[str, Any]:
     wanted = json.loads(json.dumps(cfg.to_dict()))  # tuples -> lists, as on disk
     finished = _finished(out, wanted)
     if finished is not None:
@@ -99,21 +121,42 @@ def train_run(cfg: RunConfig, out: Path) -> dict[str, Any]:
     return summary
 
 
+def _undo_start(out: Path, existed: bool) -> None:
+    """Remove what a start that failed before its first checkpoint wrote (its config.json, its first metrics and
+    events, a checkpoint copy half written), and ``out`` itself when this start made it: a refused or failed
+    start leaves no trace, so the corrected command is not refused as another config's run."""
+    for name in ("config.json", "metrics.jsonl", "events.jsonl"):
+        (out / name).unlink(missing_ok=True)
+    clear_stale_temps(out / "checkpoint")
+    if not existed:
+        try:
+            out.rmdir()
+        except OSError:
+            pass  # something else is there: kept
+
+
 def _train(trainer: Trainer, cfg: RunConfig, task, out: Path, wanted: dict) -> dict[str, Any]:
     config_file, summary_file = out / "config.json", out / "summary.json"
     main = trainer.world.main  # in a distributed run only rank 0 writes
     precision = str(trainer.placement.dtype).removeprefix("torch.")
-    if (trainer.checkpoint_path / "state.json").exists():
+    resuming = (trainer.checkpoint_path / "state.json").exists()
+    if resuming:  # checked before the first write: a refused resume changes nothing
         check_identity(trainer.checkpoint_path, trainer.identity)
+        check_history(trainer.checkpoint_path, out)
+    existed = out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    if main:
-        write_json(config_file, wanted)
     try:
+        if main:
+            write_json(config_file, wanted)
         stats = trainer.train()
-    except NonFiniteLoss as exc:
+    except NonFiniteLoss as exc:  # after the first checkpoint (step 0's): the run is over and says so
         summary = {"status": "diverged", "message": str(exc), "task": cfg.task, "step": trainer.step}
         if main:
             write_json(summary_file, with_environment(summary, trainer.model, precision=precision))
+        raise
+    except BaseException:
+        if main and not resuming and not (trainer.checkpoint_path / "state.json").exists():
+            _undo_start(out, existed)
         raise
     if not main:
         return {"status": "ok", "rank": trainer.world.rank, **stats}

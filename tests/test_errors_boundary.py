@@ -70,7 +70,7 @@ def test_a_missing_file_with_its_own_message_is_one_line(base, tmp_path, capsys,
 def test_a_symlink_loop_is_one_line(base, tmp_path, capsys):
     os.symlink(tmp_path / "loop2", tmp_path / "loop1")
     os.symlink(tmp_path / "loop1", tmp_path / "loop2")
-    refused(train(tmp_path / "loop1" / "run", base), capsys, "loop1", "a loop of symbolic links")
+    refused(train(tmp_path / "loop1" / "run", base), capsys, "loop1", "symlink loop")
 
 
 def test_a_full_disk_inside_a_safetensors_error_names_the_file(base, tmp_path, capsys, monkeypatch):
@@ -95,27 +95,32 @@ def test_a_safetensors_error_without_an_os_error_is_not_mistaken_for_one():
     assert found.errno == errno.ENOSPC and found.filename == "/x/model.safetensors"
 
 
-def test_out_a_symlink_to_its_own_earlier_output_is_refused_and_leaves_nothing(run, tmp_path, capsys):
+def test_out_a_symlink_to_its_own_earlier_output_is_written_through_and_leaves_nothing(run, tmp_path, capsys):
+    """Once "Cannot call rmtree on a symbolic link" and a stray .plink.old: the link is now written through (the
+    folder it leads to is replaced, the link kept), and nothing is left beside them."""
     first = tmp_path / "pruned"
     assert main(["prune", str(run), "--keep", "2", "--out", str(first)]) == 0
     before = sorted(p.name for p in first.iterdir())
     link = tmp_path / "plink"
     link.symlink_to(first)
-    for extra in ([], ["--overwrite"]):
-        refused(["prune", str(run), "--keep", "2", "--out", str(link), *extra], capsys, "symbolic link", "pruned")
-    assert link.is_symlink() and sorted(p.name for p in first.iterdir()) == before
+    assert main(["prune", str(run), "--keep", "1", "--out", str(link), "--overwrite"]) == 0
+    assert link.is_symlink() and link.resolve() == first.resolve()
+    assert sorted(p.name for p in first.iterdir()) == before
+    assert '"keep": 1' in (first / "pruning.json").read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plink", "pruned", "run"]  # no .plink.old, no temp
 
 
-def test_replace_dir_refuses_a_symlink_before_renaming_anything(tmp_path):
-    from heads.io import InputError, replace_dir
+def test_replace_dir_writes_through_a_symlink_and_keeps_it(tmp_path):
+    from heads.io import replace_dir
 
     (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "stale").write_text("x")
     (tmp_path / "link").symlink_to(tmp_path / "old")
     (tmp_path / "new").mkdir()
-    with pytest.raises(InputError, match="symbolic link"):
-        replace_dir(tmp_path / "new", tmp_path / "link")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "new", "old"]
+    (tmp_path / "new" / "fresh").write_text("y")
+    replace_dir(tmp_path / "new", tmp_path / "link")
+    assert (tmp_path / "link").is_symlink() and sorted(p.name for p in (tmp_path / "old").iterdir()) == ["fresh"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "old"]
 
 
 # -- files that are not UTF-8, not JSON, not safetensors, not GGUF -------------------------------------------------

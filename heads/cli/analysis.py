@@ -27,8 +27,10 @@ from heads.cli.common import (
     with_identity,
 )
 from heads.env import fix_threads, with_environment
+from heads.outpath import writes_outputs
 
 
+@writes_outputs
 def cmd_trivial(args: argparse.Namespace) -> int:
     """A task's trivial baselines on the examples its models are evaluated on (word overlap for pair tasks)."""
     from heads.io import write_json
@@ -57,6 +59,7 @@ def cmd_trivial(args: argparse.Namespace) -> int:
     return 0
 
 
+@writes_outputs
 def cmd_speed(args: argparse.Namespace) -> int:
     import torch
 
@@ -166,6 +169,7 @@ def training_token_counts(loaded):
     return token_counts(eval_batches(train, cfg.data.batch_size, loaded.task.collate), vocab)
 
 
+@writes_outputs
 def cmd_roles(args: argparse.Namespace) -> int:
     from heads.analysis.roles import role_table, roles_result
     from heads.io import write_json
@@ -205,6 +209,7 @@ def cmd_roles(args: argparse.Namespace) -> int:
     return 0
 
 
+@writes_outputs
 def cmd_redundancy(args: argparse.Namespace) -> int:
     from heads.analysis.redundancy import redundancy
     from heads.io import write_json
@@ -240,6 +245,7 @@ def cmd_redundancy(args: argparse.Namespace) -> int:
     return 0
 
 
+@writes_outputs
 def cmd_shift(args: argparse.Namespace) -> int:
     from dataclasses import replace
 

@@ -9,8 +9,10 @@ import copy
 
 from heads.cli.common import add_output_arguments, add_pair_arguments, fail, load_pair, with_identity
 from heads.env import with_environment
+from heads.outpath import writes_outputs
 
 
+@writes_outputs
 def cmd_clock(args: argparse.Namespace) -> int:
     from heads.analysis.clock import clock_rows
     from heads.analysis.inputs import forward_inputs

@@ -9,7 +9,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -267,29 +266,31 @@ def domain_batches(loaded: Loaded, datasets: list[str], split: str, n: int, comm
     return out
 
 
-def check_out_file(out: Path | None) -> None:
-    """A result file's --out may not be a folder, nor a record of a run or model folder (config.json ...)."""
-    from heads.io import MODEL_ENTRIES, RUN_ENTRIES
+def check_out_file(out: Path | None, lock: bool = True) -> Path | None:
+    """A result file's --out, by the one rule of :mod:`heads.outpath` (not a folder, not a run's or model's
+    record, not inside a run folder, a symlink or stream written through), checked before any work and, with
+    ``lock``, claimed for the command's run (commands decorated with ``writes_outputs``)."""
+    from heads.io import OutputConflict
+    from heads.outpath import FILE, hold, target
 
     if out is None:
-        return
-    out = Path(out)
-    if out.is_dir():
-        raise fail(f"--out {out} is a folder; name a file to write the result to")
-    from heads.io import OutputConflict, check_not_a_record
+        return None
+    try:
+        return hold(out, "", FILE) if lock else target(out, "", FILE)
+    except OutputConflict as exc:
+        raise fail(str(exc)) from None
+
+
+def claim_out(out: Path, command: str, kind: str) -> Path:
+    """A folder or file output of ``command`` (``heads.outpath``'s kinds), checked and claimed by the one rule of
+    :mod:`heads.outpath` until the command ends; the path to write (a symlink followed)."""
+    from heads.io import OutputConflict
+    from heads.outpath import hold
 
     try:
-        check_not_a_record(out, "heads")
+        return hold(out, "", kind)
     except OutputConflict as exc:
-        raise fail(str(exc).removeprefix("heads: ")) from None
-    parent = out.resolve().parent
-    records: list[str] = []
-    if any((parent / n).exists() for n in ("metrics.jsonl", "summary.json", "checkpoint")):
-        records += RUN_ENTRIES
-    if (parent / "config.json").is_file() and any(parent.glob("*.safetensors")):
-        records += [p for p in MODEL_ENTRIES if p != "eval.json"]  # a pruned model's eval.json may be redone
-    if out.exists() and any(fnmatch(out.name, p) for p in records):
-        raise fail(f"--out {out} is a record of the folder {parent}, not a result file; write elsewhere")
+        raise fail(f"{command}: {exc}") from None
 
 
 def check_split(split: str) -> str:

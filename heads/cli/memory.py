@@ -7,8 +7,10 @@ import argparse
 
 from heads.cli.common import add_output_arguments, add_pair_arguments, fail, load_pair, with_identity
 from heads.env import with_environment
+from heads.outpath import writes_outputs
 
 
+@writes_outputs
 def cmd_memory(args: argparse.Namespace) -> int:
     from heads.analysis.inputs import forward_inputs
     from heads.analysis.memory import Trainer, memory_rows

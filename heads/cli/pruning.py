@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from heads.cli.common import (
     add_run_options,
     check_out_file,
     check_split,
+    claim_out,
     data_root,
     domain_batches,
     fail,
@@ -24,6 +24,7 @@ from heads.cli.common import (
     with_identity,
 )
 from heads.env import with_environment
+from heads.outpath import MODEL, writes_outputs
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -61,6 +62,7 @@ def _scorer_params(args, model=None) -> dict:
     return params
 
 
+@writes_outputs
 def cmd_score(args: argparse.Namespace) -> int:
     from heads.io import write_json
     from heads.scoring import compute_scores
@@ -116,9 +118,6 @@ def check_prune_out(out: Path, source: Path, overwrite: bool) -> None:
         is_run_folder,
     )
 
-    if out.is_symlink():  # replacing it would replace the link, not the folder it names (and leave the link aside)
-        raise OutputConflict(f"prune: --out {out} is a symbolic link (to {os.readlink(out)}); name the folder "
-                             "itself, or remove the link")
     for keep, what in ((source, "the source it reads"), (Path.cwd(), "the working directory")):
         if contains(out, keep):
             raise OutputConflict(f"prune: --out {out} is or holds {what} ({keep}); write the pruned model elsewhere")
@@ -138,6 +137,7 @@ def check_prune_out(out: Path, source: Path, overwrite: bool) -> None:
         raise OutputConflict(f"prune: --out {out} holds files prune did not write (no {PRUNE_MARK}); {hint}")
 
 
+@writes_outputs
 def cmd_prune(args: argparse.Namespace) -> int:
     import shutil
 
@@ -158,7 +158,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
         raise fail("prune: --evaluate needs --strategy (the evaluation uses the run's task configuration)")
     if args.seq_len < 1:
         raise fail(f"prune: --seq-len must be >= 1, got {args.seq_len}")
-    check_prune_out(Path(args.out), resolve_source(args.source, data_root(args)), args.overwrite)
+    source = resolve_source(args.source, data_root(args))
+    check_prune_out(Path(args.out), source, args.overwrite)
+    out = claim_out(args.out, "prune", MODEL)  # a symlinked --out: the folder it leads to is replaced, not the link
+    check_prune_out(out, source, args.overwrite)  # again, where a link leads and under the lock
     loaded = None
     if args.strategy is not None:
         from heads.config import ConfigError
@@ -199,7 +202,6 @@ def cmd_prune(args: argparse.Namespace) -> int:
         raise fail(f"prune: {exc}") from None
     # Everything goes into a folder beside --out and is renamed into place at the end: --out is either the old
     # output or the complete new one, never a mix.
-    out = Path(args.out)
     tmp = temp_dir_beside(out)
     try:
         write_model(model, tmp)
@@ -253,11 +255,12 @@ def _pruned_summary(args: argparse.Namespace, loaded, model, result: dict) -> di
     })
 
 
+@writes_outputs
 def cmd_ablate(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from heads.examples import path_beside
-    from heads.io import write_json
+    from heads.io import is_stream, write_json
     from heads.scoring import AblationParams, ablation_table, all_but_one
 
     if args.chunk < 1:
@@ -267,7 +270,9 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     if args.samples < 1:
         raise fail(f"ablate: --samples must be >= 1, got {args.samples}")
     check_out_file(args.out)
-    check_out_file(path_beside(Path(args.out)))
+    stream = is_stream(args.out)  # /dev/stdout, a pipe: no folder to put the examples beside it in
+    if not stream:
+        check_out_file(path_beside(Path(args.out)), lock=False)
     loaded = load_for_task(args)
     batches = scoring_batches(loaded, args.split, args.batches)
     task, cfg = loaded.task, loaded.cfg
@@ -331,7 +336,9 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     # the per-example statistic beside the result, written first (the result marks the job done); a BLEU test's
     # significance comes from its bootstrap, not from these, so none is kept for it
     beside, kept = path_beside(Path(args.out)), table.examples_record(params.test, params.noise_tol)
-    if kept is not None and bleu is None:
+    if stream:
+        pass
+    elif kept is not None and bleu is None:
         write_json(beside, kept)
     else:
         beside.unlink(missing_ok=True)  # an earlier ablation's examples would not be this one's
@@ -342,6 +349,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     return 0
 
 
+@writes_outputs
 def cmd_curve(args: argparse.Namespace) -> int:
     from heads.config import ConfigError
     from heads.io import write_json

@@ -7,7 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from heads.cli.common import fail
+from heads.cli.common import claim_out, fail
+from heads.outpath import FILE, FOLDER, writes_outputs
 
 
 def _listed(text: str | None, flag: str, what: str) -> list[str] | None:
@@ -54,6 +55,7 @@ def _warn(tree) -> None:
         print(f"heads: warning: {problem}", file=sys.stderr)
 
 
+@writes_outputs
 def cmd_report(args: argparse.Namespace) -> int:
     from heads.report import ClaimSpecError, render_replication, replications
     from heads.report.render import artefacts
@@ -67,10 +69,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         artefacts(args.replication, args.replications)
     except TableSpecError as exc:
         raise fail(f"report: {exc}") from None
+    out = claim_out(args.out, "report", FOLDER)
     tree = _tree(args.runs, _listed(args.tasks, "--tasks", "task"), _listed(args.labels, "--labels", "run"))
     try:
         written = render_replication(
-            args.replication, tree, args.out, args.replications, args.figures_only, only=args.only
+            args.replication, tree, out, args.replications, args.figures_only, only=args.only
         )
     except (ClaimSpecError, TableSpecError) as exc:  # a render bug (a KeyError in the code) shows its traceback
         raise fail(f"report: {exc}") from None
@@ -94,12 +97,14 @@ def _not_run_at(args: argparse.Namespace) -> dict[str, str]:
             for name in replications(args.replications) if name not in running}
 
 
+@writes_outputs
 def cmd_claims(args: argparse.Namespace) -> int:
     from collections import Counter
 
     from heads.report import ClaimSpecError, evaluate_all, load_all, write_ledger
     from heads.report.ledger import LedgerError, merge_baselines, merge_results, merged_environments
 
+    out = claim_out(args.out, "claims", FOLDER)
     try:
         claims = load_all(args.replications)
     except ClaimSpecError as exc:
@@ -130,12 +135,12 @@ def cmd_claims(args: argparse.Namespace) -> int:
             table = merge_baselines(baselines)
         except (LedgerError, OSError) as exc:
             raise fail(f"claims: {exc}") from None
-        written = write_ledger(results, args.out, merged_environments(folders), baselines=table)
+        written = write_ledger(results, out, merged_environments(folders), baselines=table)
     else:
         tree = _tree(args.runs)
         results = evaluate_all(claims, tree, measurement)
         _warn(tree)
-        written = write_ledger(results, args.out, tree.environment_note(read_only=True), tree)
+        written = write_ledger(results, out, tree.environment_note(read_only=True), tree)
     for path in written:
         print(path)
     counts = Counter(r.verdict for r in results)
@@ -143,12 +148,15 @@ def cmd_claims(args: argparse.Namespace) -> int:
     return 0
 
 
+@writes_outputs
 def cmd_rows(args: argparse.Namespace) -> int:
     from heads.report.kinds import KINDS
     from heads.report.rows import frame
 
     if args.kind not in ("runs", *KINDS):
         raise fail(f"rows: unknown kind {args.kind!r}; known: {', '.join(['runs', *KINDS])}")
+    if args.out is not None:
+        claim_out(args.out, "rows", FILE)
     tree = _tree(args.runs, _listed(args.tasks, "--tasks", "task"))
     table = frame(tree, args.kind)
     _warn(tree)
@@ -161,6 +169,7 @@ def cmd_rows(args: argparse.Namespace) -> int:
     return 0
 
 
+@writes_outputs
 def cmd_readme(args: argparse.Namespace) -> int:
     from heads.io import write_text
     from heads.report.readme import FILES, ReadmeError, current, refresh
@@ -169,6 +178,9 @@ def cmd_readme(args: argparse.Namespace) -> int:
     for readme in args.readme or FILES:
         if not readme.is_file():
             raise fail(f"readme: {readme}: no such file")
+        if not args.check:  # the files it rewrites are outputs too: the same rule, one writer each
+            claim_out(readme, "readme", FILE)
+    for readme in args.readme or FILES:
         try:
             text = refresh(readme)
         except ReadmeError as exc:

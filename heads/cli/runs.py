@@ -17,6 +17,7 @@ from heads.cli.common import (
     run_config,
 )
 from heads.env import with_environment
+from heads.outpath import writes_outputs
 
 
 def _pairs(items: list[str] | None, option: str) -> dict[str, str | None]:
@@ -107,24 +108,26 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+@writes_outputs
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from heads import examples
-    from heads.io import write_json
+    from heads.io import is_stream, write_json
 
     split = check_split(args.split) if args.split else None
     check_out_file(args.out)
-    if args.out:
-        check_out_file(examples.path_beside(Path(args.out)))
+    beside = None  # a stream (/dev/stdout, a pipe) has no folder to put the columns beside it in
+    if args.out and not is_stream(args.out):
+        beside = check_out_file(examples.path_beside(Path(args.out)), lock=False)
     loaded = load_for_task(args)
     with loaded.placement.autocast():
         result, columns = examples.split_off(
             loaded.task.evaluate(loaded.model, loaded.cfg, loaded.tokenizer, split or loaded.cfg.eval.split))
-    if args.out:
-        beside = examples.path_beside(Path(args.out))
+    if beside is not None:
         if columns is not None:  # NAME.examples.json beside NAME.json, written first: the result marks it done
             write_json(beside, examples.record(columns, result))
         else:
             beside.unlink(missing_ok=True)  # an earlier evaluation's columns would not be this one's
+    if args.out:
         write_json(args.out, with_environment(result, loaded.model))
     print(json.dumps(result, indent=2))
     return 0

@@ -21,7 +21,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from heads.io import BadFileError, read_json, replace_dir, temp_dir_beside, write_json
+from heads.io import BadFileError, read_json, read_jsonl, replace_dir, temp_dir_beside, write_json
 from heads.surgery.persist import CheckpointError, load, safetensors_io, write_model
 
 # Config keys that fix the shape of every weight (the head layout aside: strategies prune mid-run, and pruning
@@ -102,6 +102,30 @@ def check_identity(
         raise CheckpointError(
             f"{path} belongs to another run than the {against}: checkpoint vs {against}: {'; '.join(problems)}; {hint}"
         )
+
+
+def check_history(path: Path, out: Path) -> None:
+    """Refuse to resume from the checkpoint ``path`` when the run's history in ``out`` is cut: ``metrics.jsonl``
+    or ``events.jsonl`` deleted, or holding fewer whole records than the checkpoint saw when it was written (a
+    resume would go on as if the steps before it had never been logged, and the run's curves and summary would
+    miss them). Names what is missing; checked before anything is written."""
+    state = read_json(path / "state.json", "a checkpoint state")
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path / 'state.json'}: not a checkpoint state (a {type(state).__name__})")
+    step = state.get("step")
+    # a checkpoint from before the counts were kept: the step-0 record, written before its first checkpoint
+    wanted = {"metrics.jsonl": state.get("metric_records", 1), "events.jsonl": state.get("event_records") or 0}
+    for name, count in wanted.items():
+        if not isinstance(count, int) or count <= 0:
+            continue
+        file = out / name
+        found = len(read_jsonl(file, torn_tail_ok=True)) if file.is_file() else None
+        if found is None or found < count:
+            held = "is missing" if found is None else f"holds {found} records"
+            raise CheckpointError(
+                f"{file} {held}, but the checkpoint at step {step} saw {count}: the run's history is cut; restore "
+                f"{name} from a copy, or delete {out} to start the run over"
+            )
 
 
 def optimizer_tensors(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, torch.Tensor]:

@@ -31,6 +31,7 @@ from heads.tasks.base import Task
 from heads.tasks.batching import Batcher, Loader, eval_batches
 from heads.train import distributed as dist
 from heads.train.checkpoint import (
+    check_history,
     check_identity,
     load_checkpoint,
     restore_optimizer,
@@ -146,6 +147,7 @@ class Trainer:
         if not (self.checkpoint_path / "state.json").exists():
             return False
         check_identity(self.checkpoint_path, self.identity)
+        check_history(self.checkpoint_path, self.out)  # a log deleted or cut below the checkpoint: refused
         model, opt_tensors, state = load_checkpoint(self.checkpoint_path)
         self.model = model.to(self.placement.device).train()
         self.optimizer = self._optimizer()
@@ -184,6 +186,7 @@ class Trainer:
             "hooks": [h.state_dict() for h in self.hooks],
             "identity": self.identity,
             "event_records": self.events.records(),  # rank 0's count; the others write no events
+            "metric_records": self.metrics.records(),  # what a resume must find: a cut history is refused
         }
         if self.scaler is not None:
             state["scaler"] = self.scaler.state_dict()
@@ -253,6 +256,9 @@ class Trainer:
         dist.barrier(self.world)  # every rank has decided to resume before rank 0 writes a first checkpoint
         if not resumed:
             self.out.mkdir(parents=True, exist_ok=True)
+            if self.world.main:  # a start killed before its first checkpoint left logs a fresh start must not extend
+                self.metrics.path.unlink(missing_ok=True)
+                self.events.path.unlink(missing_ok=True)
             for hook in self.hooks:
                 hook.on_start(self)
             self.metrics.write(self._record(loss=None, val=self.validation_loss(), window=(0, 0.0)))
