@@ -297,3 +297,19 @@ def run(base, tmp_path) -> Path:
     copy = tmp_path / "run"
     shutil.copytree(base["run"], copy)
     return copy
+
+
+def refused(argv: list[str], capsys, *fragments: str) -> str:
+    """Run ``heads argv`` in-process: it must exit 2 with one stderr line holding every fragment, no traceback."""
+    from heads.cli import main
+
+    capsys.readouterr()  # what came before is not this command's output
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    return lines[0]

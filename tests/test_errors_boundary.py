@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import refused
 from datasets import disable_progress_bars
 from transformers.utils import logging as hf_logging
 
@@ -26,19 +27,6 @@ hf_logging.disable_progress_bar()
 SHORT = ["train.steps=4", "train.log_every=2", "train.eval_every=2", "train.checkpoint_every=2", "train.progress=false"]
 BAD = b"\xff\xfe"  # never UTF-8
 
-
-def refused(argv: list[str], capsys, *fragments: str) -> str:
-    """Run ``heads argv``: exit status 2, one stderr line holding every fragment, no traceback."""
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    err = capsys.readouterr().err
-    assert exc.value.code == 2, err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-    return lines[0]
 
 
 def train(out: Path, base: dict, *overrides: str, task: str = "lm") -> list[str]:

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import refused
 from datasets import disable_progress_bars
 
 from heads.cli import main
@@ -38,19 +39,6 @@ def tree(path: Path) -> dict[str, str]:
         if f.is_file()
     }
 
-
-def refused(argv: list[str], capsys, *fragments: str) -> str:
-    """Run ``heads argv``: it must exit 2 with one stderr line holding every fragment, and no traceback."""
-    capsys.readouterr()  # what came before is not this command's output
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    err = capsys.readouterr().err
-    assert exc.value.code == 2, err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-    return lines[0]
 
 
 def train_argv(out: Path, base: dict, *overrides: str) -> list[str]:

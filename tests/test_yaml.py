@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import refused
 
-from heads.cli import main
 from heads.config import ConfigError, parse_overrides
 from heads.resolve import resolve
 from heads.yamlio import MAX_NODES, YamlError, check_configfile, load_yaml, read_config, read_yaml
@@ -24,18 +24,6 @@ ROOT = Path(__file__).resolve().parents[1]
 BOMB = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
     f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True))
 
-
-def refused(argv: list[str], capsys, *fragments: str) -> str:
-    """``heads argv`` exits 2 with one stderr line holding every fragment, no traceback."""
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert exc.value.code == 2 and len(lines) == 1 and "Traceback" not in err, err
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-    return lines[0]
 
 
 # -- numbers, booleans and dates as YAML 1.2 reads them ----------------------------------------------------------

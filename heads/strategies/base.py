@@ -31,6 +31,7 @@ class Strategy:
     # When a strategy that acts during training acts at all (its defaults do nothing): parameters set while this
     # does not hold leave it idle, and the run is warned (check_config); empty: not said, no warning.
     acts_when: ClassVar[str] = ""
+    prunes_at: ClassVar[str] = ""  # the parameter naming the training step it prunes at, if one does
 
     def __init__(self, params: Any = None):
         self.params = self.Params() if params is None else params
@@ -58,6 +59,12 @@ class Strategy:
                 from heads.scoring.registry import check_scorer_params
 
                 check_scorer_params(scorer, scorer_params, "strategy.params.scorer_params.", layers=m.layers)
+        step = getattr(self.params, self.prunes_at, None) if self.prunes_at else None
+        # refused, not warned: a run that never reaches its pruning step would train the full model to the end and
+        # be reported as pruned (at == steps prunes after the last step: evaluated pruned, untrained after)
+        if isinstance(step, int) and step > config.train.steps:
+            raise ConfigError(f"strategy.params.{self.prunes_at}: {step} is beyond the run's {config.train.steps} "
+                              "steps (train.steps): the heads would never be pruned")
         if self.acts_when and not self.hooks(config):
             default = self.Params()
             changed = [f"{f.name}={getattr(self.params, f.name)!r}" for f in dataclasses.fields(self.Params)

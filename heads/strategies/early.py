@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from heads.config import ConfigError
 from heads.params import param
 from heads.strategies.base import Strategy
 from heads.strategies.common import PruneOnce, Selection
@@ -28,14 +27,7 @@ class Early(Strategy):
 
     Params = EarlyParams
     acts_when = "at_step > 0 and ratio > 0"
-
-    def check_config(self, config) -> None:
-        super().check_config(config)
-        p, steps = self.params, config.train.steps
-        # refused, not warned: a run labelled early that never prunes would be reported as a pruned result
-        if p.at_step > steps:
-            raise ConfigError(f"strategy.params.at_step: {p.at_step} is beyond the run's {steps} steps "
-                              "(train.steps): the heads would never be pruned")
+    prunes_at = "at_step"
 
     def hooks(self, cfg):
         p = self.params

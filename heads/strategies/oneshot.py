@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from heads.config import ConfigError
 from heads.params import param
 from heads.strategies.base import Strategy
 from heads.strategies.common import PruneOnce, Selection
@@ -30,16 +29,7 @@ class Oneshot(Strategy):
 
     Params = OneshotParams
     acts_when = "ratio > 0"
-
-    def check_config(self, config) -> None:
-        super().check_config(config)
-        p, steps = self.params, config.train.steps
-        # Refused, not warned: the pruning hook waits for step proxy_steps, which a shorter run never reaches, so
-        # the run would train the full model to the end and be reported as one-shot pruned at this ratio. At
-        # proxy_steps == steps it prunes after the last step (the model is evaluated pruned, untrained after).
-        if p.proxy_steps > steps:
-            raise ConfigError(f"strategy.params.proxy_steps: {p.proxy_steps} is beyond the run's {steps} steps "
-                              "(train.steps): the heads would never be pruned")
+    prunes_at = "proxy_steps"
 
     def hooks(self, cfg):
         p = self.params
