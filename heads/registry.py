@@ -3,7 +3,8 @@
 ``Registry`` is a read-only mapping (name -> entry) with a ``register`` decorator and a ``lookup`` whose error,
 :class:`UnknownName`, names the known entries. It is a configuration error (a ``ConfigError``) and a lookup
 error (a ``KeyError``) at once, so callers catch it either way. ``NoParams`` is the parameter dataclass of
-anything that takes none. Imports nothing heavy.
+anything that takes none. :func:`known` lists a kind's names and :func:`check_name` checks one, without importing
+the modules that register them (torch) unless a plugin is named. Imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -11,8 +12,11 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Iterator, Mapping
-from typing import Generic, TypeVar
+from functools import cache
+from pathlib import Path
+from typing import Any, Generic, TypeVar
 
+from heads import names
 from heads.config import ConfigError
 
 T = TypeVar("T")
@@ -32,17 +36,22 @@ class UnknownName(ConfigError, KeyError):
 
 def plugin_hint(kind: str) -> str:
     """How a ``kind`` (strategy, scorer) of one's own is found, for the error of a name nobody registered: its
-    module is imported when named in ``HEADS_PLUGINS`` (or installed under the ``heads.strategies`` entry points)."""
-    where = os.environ.get("HEADS_PLUGINS")
+    module is imported when named in ``HEADS_PLUGINS`` (or installed under the kind's entry-point group); the
+    guide to writing one (``docs/ADDING_A_SCORER.md``, ...)."""
+    where = os.environ.get(PLUGINS_ENV)
+    guide = names.guide(kind if kind in names.KINDS else "strategy")
     if where:
-        return f"HEADS_PLUGINS={where!r} was imported and does not register it"
-    group = "heads.scorers" if kind == "scorer" else "heads.strategies"
-    return (f"a {kind} of your own registers when its module is imported: name that module in HEADS_PLUGINS "
-            f"(HEADS_PLUGINS=my_strategies), or install it under the {group} entry points "
-            "(docs/ADDING_A_STRATEGY.md)")
+        return f"{PLUGINS_ENV}={where!r} was imported and does not register it ({guide})"
+    group = PLUGIN_GROUPS.get(kind, PLUGIN_GROUPS["strategy"])[0]
+    return (f"a {kind} of your own registers when its module is imported: name that module in {PLUGINS_ENV} "
+            f"({PLUGINS_ENV}=my_module), or install it under the {group} entry points ({guide})")
 
 
 PLUGINS_ENV = "HEADS_PLUGINS"
+# kind -> the entry-point groups its plugins are installed under (scorers and strategies have always shared
+# theirs: a plugin may register both)
+PLUGIN_GROUPS = {"task": ("heads.tasks",), "scorer": ("heads.scorers", "heads.strategies"),
+                 "strategy": ("heads.strategies", "heads.scorers"), "preset": ()}
 
 
 class PluginError(ConfigError):
@@ -70,12 +79,16 @@ def load_plugins(*groups: str) -> None:
                               "imported; install it or put its folder on PYTHONPATH") from None
 
 
+_LIVE: dict[str, Registry] = {}
+
+
 class Registry(Mapping[str, T], Generic[T]):
     """Entries of one kind (``kind``: "task", "scorer", ...) by name; names are unique."""
 
     def __init__(self, kind: str, plural: str | None = None):
         self.kind, self.plural = kind, plural or f"{kind}s"
         self._entries: dict[str, T] = {}
+        _LIVE[kind] = self  # what :func:`known` reads once the kind's package is imported
 
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator: register a class under ``name`` (and set its ``name``); a second, different one fails."""
@@ -112,3 +125,94 @@ class Registry(Mapping[str, T], Generic[T]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def plugins(kind: str) -> None:
+    """Import the plugins that may register a ``kind`` (task, scorer, strategy): its entry-point groups, then
+    the ``HEADS_PLUGINS`` modules. Presets are files, which no plugin adds."""
+    if PLUGIN_GROUPS[kind]:
+        load_plugins(*PLUGIN_GROUPS[kind])
+
+
+def import_declared(kind: str, name: str | None = None) -> None:
+    """Import the package's module that registers ``name`` of ``kind`` (every such module without ``name``):
+    a scorer added as one file under heads/scoring/ is found without an import line anywhere else."""
+    import importlib
+
+    folder = names.KINDS[kind][0]
+    modules = names.builtin(kind)
+    for module in sorted(set(modules.values()) if name is None else {modules[name]} if name in modules else ()):
+        importlib.import_module(f"heads.{folder}.{module}")
+
+
+def known(kind: str) -> list[str]:
+    """Every name of ``kind`` (task, scorer, strategy, preset), sorted: the package's own, read from its source
+    (:func:`heads.names.builtin`, no torch), those its plugins register (imported here, where any is named),
+    and any registered at run time (a test's). Imports nothing heavy unless a plugin does."""
+    plugins(kind)
+    live = _LIVE.get(kind)
+    return sorted(set(names.builtin(kind)) | set(live or ()))
+
+
+def check_name(kind: str, value: object, where: str) -> None:
+    """Refuse a ``value`` that is not a known name of ``kind``, in one line: ``where`` (the file and key, e.g.
+    ``replications/michel2019/settings.yaml: smoke.curve_scorers``), the value and the known names. A package's
+    own name is found without importing anything."""
+    if isinstance(value, str) and value in names.builtin(kind):
+        return
+    options = known(kind)
+    if value in options:
+        return
+    hint = plugin_hint(kind) if PLUGIN_GROUPS[kind] else f"a {kind} is one file, {names.guide(kind)}"
+    raise UnknownName(f"{where}: unknown {kind} {value!r}; known {_plural(kind)}: {options}; {hint}")
+
+
+def _plural(kind: str) -> str:
+    return "strategies" if kind == "strategy" else f"{kind}s"
+
+
+# -- names in a settings file, at the places its JSON schema marks ------------------------------------------------
+SCHEMA_KEYWORD = "registry"  # a schema annotation, ``registry: scorer``: the string here names a scorer
+
+
+def check_schema_names(doc: Any, schema: str | Path, where: str) -> None:
+    """Every name in ``doc`` that its JSON ``schema`` marks (``registry: KIND`` on a string, or on
+    ``propertyNames`` for a mapping's keys) checked against the registry of that kind (:func:`check_name`): a
+    schema says where a scorer's name goes, never which scorers exist. ``where`` prefixes the key in an error
+    (``replications/michel2019/settings.yaml: smoke.``). Local and relative-file ``$ref`` are followed; values of
+    the wrong type are left to the schema's own validation."""
+    path = Path(schema).resolve()
+    _walk(doc, _schema(path), path, where, "")
+
+
+@cache
+def _schema(path: Path) -> dict:
+    from heads.yamlio import read_yaml
+
+    return read_yaml(path, ConfigError) or {}
+
+
+def _walk(value: Any, node: Any, file: Path, where: str, key: str) -> None:
+    if not isinstance(node, Mapping):
+        return
+    if isinstance(node.get("$ref"), str):
+        target, _, pointer = node["$ref"].partition("#")
+        file = (file.parent / target).resolve() if target else file
+        # a file not there (an example's schema before its folder is copied into replications/) names nothing
+        sub: Any = _schema(file) if file.is_file() else None
+        for part in filter(None, pointer.split("/")):
+            sub = sub.get(part) if isinstance(sub, Mapping) else None
+        _walk(value, sub, file, where, key)
+    kind = node.get(SCHEMA_KEYWORD)
+    if isinstance(kind, str) and isinstance(value, str):
+        check_name(kind, value, f"{where}{key}")
+    if isinstance(value, Mapping):
+        props, extra, keys = node.get("properties") or {}, node.get("additionalProperties"), node.get("propertyNames")
+        for k, v in value.items():
+            at = f"{key}.{k}" if key else str(k)
+            if isinstance(keys, Mapping) and isinstance(keys.get(SCHEMA_KEYWORD), str):
+                check_name(keys[SCHEMA_KEYWORD], k, f"{where}{at}")
+            _walk(v, props[k] if k in props else extra, file, where, at)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _walk(v, node.get("items"), file, where, f"{key}[{i}]")

@@ -114,14 +114,17 @@ def replications(root: str | Path) -> list[str]:
 
 def dag_for(root: str | Path, preset: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The DAG's shape at ``preset``: the preset's ``seeds`` and each replication's settings (its folder's
-    ``settings.yaml`` at that preset; a replication whose settings there are null does not run at it), with
-    ``overrides`` (``seeds``, ``custom``, ``tasks``, or a replication's
+    ``settings.yaml`` at that preset; a replication whose settings there are null or absent does not run at it),
+    with ``overrides`` (``seeds``, ``custom``, ``tasks``, or a replication's
     name mapping to keys that replace its own) on top. ``tasks`` maps a task to run-config sections (a user's
     model and data) laid under every run of that task. A replication's settings may name its own ``seeds``
-    (``seeds_of``), unless the overrides set the DAG's."""
+    (``seeds_of``), unless the overrides set the DAG's. The names in the settings (presets, and the tasks and
+    scorers their ``settings.schema.yaml`` marks) are checked against the registries here, in one line naming
+    the file and key."""
     from heads.presets import preset as load_preset
     from heads.yamlio import read_yaml
 
+    _check_name("preset", preset, "preset")
     overrides = dict(overrides or {})
     user_seeds = overrides.pop("seeds", None)
     dag: dict[str, Any] = {"preset": preset, "seeds": user_seeds or load_preset(preset)["seeds"]}
@@ -132,14 +135,22 @@ def dag_for(root: str | Path, preset: str, overrides: Mapping[str, Any] | None =
     for name in replications(root):
         path = Path(root) / name / "settings.yaml"
         doc = read_yaml(path, SheetError) if path.is_file() else {}
-        if preset not in (doc or {}):
-            raise SheetError(f"{path}: no settings for preset {preset!r} (null: not run at that preset)")
-        if doc[preset] is None:  # a replication made for other scales (the pretrained model's runs at its own)
+        if not isinstance(doc or {}, Mapping):
+            raise SheetError(f"{path}: must map a preset to the replication's settings there, got {doc!r}")
+        for known in doc or {}:  # a preset's settings under a misspelt name would silently never run
+            _check_name("preset", known, f"{path}: {known}")
+        if (doc or {}).get(preset) is None:  # null or absent: made for other scales (pretrained runs at its own)
             if overrides.pop(name, None):
+                said = "sets it to null" if preset in (doc or {}) else "has no settings for it"
                 raise SheetError(f"dag overrides name {name!r}, which does not run at preset {preset!r} "
-                                 f"({path} sets it to null)")
+                                 f"({path} {said})")
             continue
-        dag[name] = {**doc[preset], **(overrides.pop(name, None) or {})}
+        mine = overrides.pop(name, None) or {}
+        schema = Path(root) / name / "settings.schema.yaml"
+        if schema.is_file():  # the names its settings give, where its schema marks them (registry: scorer)
+            _check_names(doc[preset], schema, f"{path}: {preset}.")
+            _check_names(mine, schema, f"dag.{preset}.{name}.")
+        dag[name] = {**doc[preset], **mine}
         # a replication's own seeds (cheap post-hoc studies afford more): kept beside its settings, which its
         # schema checks; the workflow config's top-level seeds win over them (one seed for a quick look)
         own = dag[name].pop("seeds", None)
@@ -151,6 +162,35 @@ def dag_for(root: str | Path, preset: str, overrides: Mapping[str, Any] | None =
     if overrides:
         raise SheetError(f"dag overrides name no replication: {sorted(overrides)}; replications: {replications(root)}")
     return dag
+
+
+def _check_name(kind: str, value: Any, where: str) -> None:
+    """A name of ``kind`` (preset, task, scorer) known to its registry, else a SheetError in one line."""
+    from heads.config import ConfigError
+    from heads.registry import check_name
+
+    try:
+        check_name(kind, value, where)
+    except ConfigError as exc:  # an unknown name, or a HEADS_PLUGINS module that cannot be imported
+        raise SheetError(str(exc)) from None
+
+
+def _check_names(doc: Any, schema: Path, where: str) -> None:
+    """The names in ``doc`` where its ``schema`` marks them (:func:`heads.registry.check_schema_names`)."""
+    from heads.config import ConfigError
+    from heads.registry import check_schema_names
+
+    try:
+        check_schema_names(doc, schema, where)
+    except ConfigError as exc:  # an unknown name, or a HEADS_PLUGINS module that cannot be imported
+        raise SheetError(str(exc)) from None
+
+
+def check_config_names(config: Mapping[str, Any], schema: str | Path, where: str = "config: ") -> None:
+    """The workflow config's names (its ``preset``, the presets it keys ``dag`` and ``job_resources`` by, its
+    tasks) checked against the registries where its ``schema`` marks them, as a SheetError in one line; its
+    schema lists none."""
+    _check_names(config, Path(schema), where)
 
 
 def _check_task_sections(tasks: Any, preset: str) -> None:

@@ -14,10 +14,11 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from heads import registry
 from heads.params import ParamError, check_params
-from heads.registry import NoParams, Registry, UnknownName, load_plugins, plugin_hint
+from heads.registry import NoParams, Registry, UnknownName, plugin_hint
 
-SCORER_PLUGINS = "heads.scorers"  # the entry-point group of scorers from other packages
+SCORER_PLUGINS = registry.PLUGIN_GROUPS["scorer"][0]  # the entry-point group of scorers from other packages
 
 Scores = dict[str, torch.Tensor]
 
@@ -67,11 +68,14 @@ def register_scorer(name: str) -> Callable[[type[Scorer]], type[Scorer]]:
 
 def get_scorer(name: str) -> Scorer:
     """A fresh instance of the scorer registered as ``name``; a name not yet registered imports the plugins first
-    (``HEADS_PLUGINS``, as strategies do), so ``heads curve --param scorer=yours`` finds one's own."""
+    (``HEADS_PLUGINS``, as strategies do), so ``heads curve --param scorer=yours`` finds one's own; an unknown
+    name's error points to docs/ADDING_A_SCORER.md. The names alone, without torch: :func:`heads.registry.known`."""
+    if name not in _REGISTRY:
+        registry.import_declared("scorer", name)  # one of the package's own, in a module nothing imported yet
     if name not in _REGISTRY:
         # scorers of other packages: their own entry-point group, and the strategies' (where plugins that
         # register both kinds have always been installed), then HEADS_PLUGINS
-        load_plugins(SCORER_PLUGINS, "heads.strategies")
+        registry.plugins("scorer")
     if name not in _REGISTRY:
         raise UnknownName(f"unknown scorer {name!r}; known scorers: {sorted(_REGISTRY)}; {plugin_hint('scorer')}")
     return _REGISTRY.lookup(name)()
@@ -94,7 +98,9 @@ def check_scorer_params(name: str, params: Mapping[str, Any] | None, where: str 
 
 
 def list_scorers() -> dict[str, str]:
-    """Registered scorer names -> one-line description."""
+    """Registered scorer names -> one-line description (every one of the package's own, and the plugins'
+    imported so far)."""
+    registry.import_declared("scorer")
     return {name: cls.description() for name, cls in sorted(_REGISTRY.items())}
 
 

@@ -8,15 +8,16 @@ from typing import Any
 from heads import registry
 from heads.config import ConfigError, RunConfig
 from heads.registry import Registry, UnknownName, plugin_hint
-from heads.scoring.registry import SCORER_PLUGINS
 from heads.strategies.base import Strategy
 
-STRATEGY_PLUGINS = "heads.strategies"  # the entry-point group of strategies from other packages
+STRATEGY_PLUGINS = registry.PLUGIN_GROUPS["strategy"][0]  # the entry-point group of strategies from other packages
 STRATEGIES: Registry[type[Strategy]] = Registry("strategy", "strategies")
 register_strategy = STRATEGIES.register
 
 
 def get_strategy(name: str) -> type[Strategy]:
+    if name not in STRATEGIES:
+        registry.import_declared("strategy", name)  # one of the package's own, in a module not imported yet
     if name not in STRATEGIES:
         load_plugins()
     if name not in STRATEGIES:
@@ -65,5 +66,6 @@ def check_params(name: str, params: Mapping[str, Any] | None, config: RunConfig 
 
 def load_plugins() -> None:
     """Strategies (and scorers) from other packages: the ``heads.strategies`` and ``heads.scorers`` entry-point
-    groups, then the ``HEADS_PLUGINS`` modules (:func:`heads.registry.load_plugins`)."""
-    registry.load_plugins(STRATEGY_PLUGINS, SCORER_PLUGINS)
+    groups, then the ``HEADS_PLUGINS`` modules (:func:`heads.registry.plugins`). The names alone, without
+    torch: :func:`heads.registry.known`."""
+    registry.plugins("strategy")

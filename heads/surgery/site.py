@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
-SiteKind = Literal["self", "causal", "cross"]
+from heads.site_patterns import SiteKind  # how a site attends: defined once, beside the families' site patterns
+
 HeadLayout = dict[str, list[int]]
 
 

@@ -10,6 +10,7 @@ from heads.report.spec import ClaimSpecError, load_all as load_claims
 from heads.sheet import (
     SheetError,
     build as build_sheet,
+    check_config_names,
     command_line,
     custom as custom_runs,
     dag_for,
@@ -27,6 +28,12 @@ for _file in workflow.configfiles:
         check_configfile(_file, load_configfile(_file))
     except YamlError as e:
         raise ValueError(f"configfile {e}") from None
+# Names (the preset, the presets config keys by, tasks) are checked against the registries, not the schema's
+# lists: the schema marks where one goes (registry: preset), heads.names knows which exist.
+try:
+    check_config_names(config, "workflow/schemas/config.schema.yaml")
+except SheetError as e:
+    raise ValueError(str(e)) from None
 PRESET = config["preset"]
 # The preset's seeds and each replication's own settings, under the workflow config's overrides; every
 # replication's settings checked against its folder's schema before any job runs.
