@@ -326,19 +326,30 @@ def reset_peak() -> bool:
         return False
 
 
+def _cuda() -> bool:
+    """Whether this process runs CUDA work (kernels run asynchronously: a clock stops when they are done)."""
+    return torch.cuda.is_available() and torch.cuda.is_initialized()
+
+
 class PeakRise:
     """The rise of the process's resident high-water mark (``VmHWM``) over its resident size (``VmRSS``) at the
     start of a block: the memory one variant's prefill or decode added on top of what the process held (every
-    variant's weights and caches). None where Linux's counters are not there."""
+    variant's weights and caches). None where Linux's counters are not there. On a GPU, the rise of the CUDA
+    allocator's peak over what it held at the start instead."""
 
     def __enter__(self) -> PeakRise:
-        self.ok = reset_peak()
-        self.start = _status("VmRSS")
+        self.gpu = _cuda()
+        if self.gpu:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self.ok, self.start = True, torch.cuda.memory_allocated()
+        else:
+            self.ok, self.start = reset_peak(), _status("VmRSS")
         self.rise: int | None = None
         return self
 
     def __exit__(self, *exc: object) -> None:
-        peak = _status("VmHWM")
+        peak = torch.cuda.max_memory_allocated() if self.gpu else _status("VmHWM")
         if self.ok and peak is not None and self.start is not None:
             self.rise = max(0, peak - self.start)
 
@@ -349,6 +360,8 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float, float, int | None]:
     with PeakRise() as peak:
         cpu, start = time.process_time(), time.perf_counter()
         out = fn()
+        if peak.gpu:
+            torch.cuda.synchronize()
         wall, used = time.perf_counter() - start, time.process_time() - cpu
     return out, wall, used, peak.rise
 
@@ -519,6 +532,16 @@ def _against(rows: list[dict], reference: str, sizes, timings: Timings, new_toke
         r["gain_share"] = math.log(speedup) / math.log(bound) if ok and abs(math.log(bound)) > 1e-9 else None
 
 
+def _peak_method() -> str:
+    if _cuda():
+        return "rise of the CUDA allocator's peak over what it held at the start of each timed prefill or decode"
+    if reset_peak():
+        return ("rise of the resident high-water mark (VmHWM, reset through /proc/self/clear_refs) over the resident "
+                "size at the start of each timed prefill or decode: what it added to the process (all variants' "
+                "weights and caches resident)")
+    return "not measured here"
+
+
 def measure_decoding(models: Mapping[str, nn.Module], inputs: Mapping[Cell, Mapping[str, torch.Tensor]],
                      rounds: int, new_tokens: int, seed: int, reference: str = "full",
                      specs: Mapping[str, str] | None = None,
@@ -557,9 +580,5 @@ def measure_decoding(models: Mapping[str, nn.Module], inputs: Mapping[Cell, Mapp
                        "prefill_timed": c.prefill} for c in inputs],
             "rounds": rounds, "new_tokens": new_tokens, "seed": seed, "reference": reference,
             "decoder": decoders[reference].kind,
-            "peak_memory": {"method": "rise of the resident high-water mark (VmHWM, reset through "
-                                      "/proc/self/clear_refs) over the resident size at the start of each timed "
-                                      "prefill or decode: what it added to the process (all variants' weights "
-                                      "and caches resident)" if reset_peak() else "not measured here",
-                            "process_peak_bytes": setup_peak},
+            "peak_memory": {"method": _peak_method(), "process_peak_bytes": setup_peak},
             "pid_cpu_count": os.cpu_count()}
