@@ -26,7 +26,7 @@ from typing import Any
 # What a sheet entry runs: the ``heads`` command, and the file that marks it done (relative to the label).
 COMMANDS = {"train": "summary.json", "prune": "summary.json", "ablate": ".json", "curve": ".json",
             "speed": ".json", "roles": ".json", "redundancy": ".json", "shift": ".json",
-            "memory": ".json", "clock": ".json", "trivial": ".json"}
+            "memory": ".json", "clock": ".json", "trivial": ".json", "decode-speed": ".json"}
 
 
 class SheetError(ValueError):
@@ -412,8 +412,9 @@ def command_line(e: RunSpec, runs: str, preset: str, data_root: str, threads: in
         # --standalone picks a free local port, so several such jobs can share a machine.
         launcher = f"torchrun --standalone --nproc_per_node {ranks} -m heads" if ranks > 1 else "heads"
         return f"{launcher} train --task {e.task} --preset {preset} --out {q(at(e.label))} {identity} {overrides}"
-    parts = [f"heads {e.command} {q(at(e.paths['source']))}"]
-    if e.command == "speed":  # speed times at its own --threads, which win over the config
+    # a measurement of a shipped model names it (options.model) instead of a run it starts from
+    parts = [f"heads {e.command}" + (f" {q(at(e.paths['source']))}" if "source" in e.paths else "")]
+    if e.command in ("speed", "decode-speed"):  # timings run at their own --threads, which win over the config
         e = replace(e, options={"threads": threads, **e.options})
     if e.options.get("task"):  # a bare model folder (a snapshot): the task's preset applies
         parts.append(f"--task {e.task} --preset {preset}")
@@ -448,7 +449,7 @@ def analysis_overrides(e: RunSpec, data_root: str, threads: int) -> list[str]:
     with ``options.task``, over the task's preset)."""
     # An analysis reads the run's own config.json; its threads are this job's, not the training job's.
     config = {"train.threads": threads, **dict(_flatten(e.config))}
-    if e.command == "speed":  # speed times at its own --threads, which win over the config
+    if e.command in ("speed", "decode-speed"):  # timings run at their own --threads, which win over the config
         config.pop("train.threads")
     if e.options.get("task"):
         config["data.root"] = data_root

@@ -244,8 +244,26 @@ def make_tree(root: Path) -> Path:
     _write(unfinished / "config.json", {"task": "lm"})
     _jsonl(unfinished / "metrics.jsonl", _metrics(3.1, 0.04)[:5])
     _write(runs / "cls" / "analysis" / "speed.json", {"rows": _speed_rows()})
+    _write(runs / "lm" / "analysis" / "decoding" / "seed0.json", {"reference": "full", "rows": _decoding_rows()})
     stamp(runs)
     return runs
+
+
+def _decoding_rows() -> list[dict]:
+    """``heads decode-speed`` rows: the unpruned model and one with a third of its heads and groups gone, at
+    prefill and decode, every round's seconds in ``times``."""
+    out = []
+    for model, share, gain in (("full", 0.0, 1.0), ("kv1of3", 1 / 3, 1.1)):
+        for phase, bound in (("prefill", 1.12), ("decode", 1.08)):
+            times = [0.5 / gain * (1 + 0.01 * (i % 3)) for i in range(5)]
+            out.append({"model": model, "phase": phase, "context": 128, "batch": 1, "heads": 9 if not share else 6,
+                        "kv_heads": 3 if not share else 2, "share": share, "kv_share": share, "rounds": 5,
+                        "times": times, "cpu_times": times, "tokens_per_s": 16 / times[0], "speedup": gain,
+                        "ci_low": gain - 0.02, "ci_high": gain + 0.02, "bound": bound if share else 1.0,
+                        "cache_bytes": 2**20 * (1 - share), "cache_bytes_per_token": 8192 * (1 - share),
+                        "params": 1000, "weight_bytes": 4000, "decode_weight_bytes": 4000,
+                        "flops": 1e9 if phase == "prefill" else None})
+    return out
 
 
 def _knob(arm: str) -> float | None:

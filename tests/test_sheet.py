@@ -127,7 +127,8 @@ def test_a_scorer_through_custom_joins_michel2019s_curves_as_its_own_arm():
     ({"strategy": "oneshot", "replication": "michel2019"}, "michel2019: 'oneshot' prunes while training"),
     # a replication with no way to take one, an unknown one, one not run at the preset
     ({"strategy": "magnitude", "replication": "voita2019"}, "replication 'voita2019' takes no custom entries"),
-    ({"strategy": "magnitude", "replication": "michel"}, "replication 'michel' is not one of ['michel2019'"),
+    ({"strategy": "magnitude", "replication": "michel"},
+     "replication 'michel' is not one of ['decoding', 'michel2019'"),
     ({"strategy": "magnitude", "replication": "michel2019", "task": "lm"}, "task 'lm' has no curves at this preset"),
     ({"strategy": "magnitude", "replication": "michel2019", "ratio": 0.5}, "leave ratio out"),
     ({"strategy": "magnitude", "replication": "michel2019", "params": {"step": 0.5}}, "params ['step'] are every"),

@@ -253,7 +253,7 @@ def test_every_replication_is_one_folder_the_workflow_and_the_report_discover():
     from heads.sheet import replications as with_runs
 
     names = replications(ROOT / "replications")
-    assert names == with_runs(ROOT / "replications") == ["michel2019", "overprovisioning", "pretrained",
+    assert names == with_runs(ROOT / "replications") == ["decoding", "michel2019", "overprovisioning", "pretrained",
                                                            "training_time", "voita2019"]
     for name in names:
         assert (ROOT / "replications" / name / "claims.yaml").is_file(), name

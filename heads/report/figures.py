@@ -169,6 +169,35 @@ def speed_figure(tables: Tables, path: Path) -> Path:
     return _save(fig, path)
 
 
+def decoding_figure(tables: Tables, path: Path) -> Path:
+    """Speed-up against the share of query heads removed, per model and phase, one colour per (context, batch):
+    the measured speed-up with its interval on the rounds' log ratios (solid), the bound it cannot exceed
+    (dashed: bytes moved per decoded token, FLOPs of a prefill). Variants that keep every key/value group (query
+    heads dropped within their groups) are the open squares, off the line."""
+    rows = [{**r, "panel": f"{r['arm']}: {r['phase']}", "cell": f"{r['context']} x {r['batch']}"}
+            for r in tables.records("decoding") if r["speedup"] is not None and r["phase"] != "total"]
+    fig, panels = _panels(_by(rows, "panel"), "Cached decoding and prefill: speed-up vs share pruned, bound dashed")
+    for ax, panel, prows in panels:
+        cells = _by(prows, "cell")
+        colors = _colors(cells)
+        for cell, crows in cells.items():
+            line = sorted((r for r in crows if r["kv_share"] > 0 or r["share"] == 0), key=lambda r: r["share"])
+            other = [r for r in crows if r not in line]
+            for group, style in ((line, "o-"), (other, "s")):
+                if not group:
+                    continue
+                x = [100 * r["share"] for r in group]
+                ax.errorbar(x, [r["speedup"] for r in group], yerr=_err(group, m="speedup"), fmt=style,
+                            color=colors[cell], capsize=3, mfc="none" if style == "s" else colors[cell],
+                            label=cell if group is line else None)
+                ax.plot(x, _nan(r["bound"] for r in group), "--" if group is line else "x", color=colors[cell],
+                        linewidth=1)
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set(title=panel, xlabel="% query heads removed", ylabel="speed-up vs unpruned")
+        ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
 # -- voita2019 -----------------------------------------------------------------------------------------
 def l0_figure(tables: Tables, path: Path) -> Path:
     rows = [r for r in tables.records("l0") if r["mean"] is not None]
@@ -392,12 +421,15 @@ NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
     "roles": {"roles": ("task", "lam", "kept", "n_seeds", "confidence", "ci_low", "ci_high", "positional",
                         "positional_ci_low", "positional_ci_high")},
     "speed": {"speed": ("task", "ratio", "batch", "speedup")},
+    "decoding": {"decoding": ("arm", "phase", "context", "batch", "share", "kv_share", "speedup", "ci_low",
+                              "ci_high", "bound")},
     "time_to_target": {"runs": ("task", "variant", "arm", "ratio", "time_to_target", "ttt_ci_low",
                                 "ttt_ci_high", "reached")},
 }
 
 FIGURES: dict[str, Callable[[Tables, Path], Path]] = {
     "curves": curves_figure, "ablation": ablation_figure, "curve_at": curve_at_figure, "speed": speed_figure,
+    "decoding": decoding_figure,
     "l0": l0_figure, "roles": roles_figure,
     "pruned_vs_scratch": pruned_vs_scratch_figure,
     "quality_vs_time": quality_vs_time_figure, "time_to_target": time_to_target_figure,

@@ -114,3 +114,17 @@ def roles(data: Any, arm: str, knob: float | None) -> Iterator[dict]:
 def timed(data: Any, arm: str, knob: float | None) -> Iterator[dict]:
     """A speed job (``heads speed``): a row per (pruned share, batch) timed."""
     yield from (r for r in as_list(data.get("rows")) if isinstance(r, dict))
+
+
+MIB = {"cache_mib": "cache_bytes", "peak_rise_mib": "peak_rise_bytes", "weight_mib": "weight_bytes",
+       "decode_weight_mib": "decode_weight_bytes"}
+
+
+def decoding(data: Any, arm: str, knob: float | None) -> Iterator[dict]:
+    """A cached-decoding job (``heads decode-speed``): a row per (variant, phase, context, batch), bytes also in
+    MiB and prefill FLOPs in GFLOPs."""
+    for r in as_list(data.get("rows")):
+        if isinstance(r, dict):
+            scaled = {name: r[k] / 2**20 for name, k in MIB.items() if number(r.get(k)) is not None}
+            gflops = r["flops"] / 1e9 if number(r.get("flops")) is not None else None
+            yield {**r, **scaled, "gflops": gflops, "reference": data.get("reference")}

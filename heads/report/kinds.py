@@ -70,6 +70,11 @@ KINDS: dict[str, Kind] = {
     "speed": Kind(
         analysis="speed", command="speed", flatten=flatten.timed, measures=("speedup", "cpu_speedup", "examples_per_s"),
         keys=frozenset({"measure", "ratio", "batch"})),
+    # cached decoding: a variant's rounds paired with the unpruned model's (measures.decoding reads them)
+    "decoding": Kind(
+        analysis="decoding", command="decode-speed", flatten=flatten.decoding,
+        measures=("speedup", "cpu_speedup", "log_speedup", "of_bound", "gain_share"),
+        keys=frozenset({"measure", "model", "phase", "context", "batch"}), required=("model", "phase", "batch")),
     "roles": Kind(
         analysis="roles", command="roles", flatten=flatten.roles,
         measures=("kept_minus_pruned", "kept_mean", "pruned_mean"),

@@ -20,8 +20,8 @@ import numpy as np
 from heads.events import Prune
 from heads.events import read as read_events
 from heads.paired import paired_ttests
-from heads.report import speed
-from heads.report.collect import Run, RunTree, as_dict, number, reach_fields, same_ratio
+from heads.report import decoding, speed
+from heads.report.collect import Run, RunTree, as_dict, as_list, number, reach_fields, same_ratio
 from heads.report.estimators import Share, site_kinds
 from heads.report.kinds import KINDS, RUN_KEYS, SOURCES, Kind
 from heads.report.rows import by_seed
@@ -133,6 +133,8 @@ def measure(tree: RunTree, sel: Mapping[str, Any]) -> SeedValues:
         return _run(tree, sel)
     if source == "speed":
         return _speed(tree, sel)
+    if source == "decoding":
+        return _decoding(tree, sel)
     if source == "clock" and sel["measure"].endswith("time_to_target_ratio"):
         return _time_to_target(tree, sel)
     return _analysis(tree, sel)
@@ -375,6 +377,43 @@ def _speed(tree: RunTree, sel: Mapping[str, Any]) -> SeedValues:
         return SeedValues(label, missing=[f"{task}: no analysis/speed/seed*.json"])
     found = speed.replicates(per_seed, how, ratio, batch)
     return SeedValues(label, found.values, missing=[f"{label}: {m}" for m in found.missing], notes=found.notes)
+
+
+# -- cached decoding -------------------------------------------------------------------------------------------
+def _decoding(tree: RunTree, sel: Mapping[str, Any]) -> SeedValues:
+    """One variant's paired rounds against the unpruned model's (``heads decode-speed``): with one job, a value
+    per round; with several (seeds of the rounds' shuffle), each job's mean over its rounds."""
+    task, how, model, phase = sel["task"], sel["measure"], str(sel["model"]), str(sel["phase"])
+    batch, context = sel.get("batch"), sel.get("context")
+    label = f"{task} decoding {model} {phase} {how} batch {batch}" + (f" context {context}" if context else "")
+    series = SeedValues(label)
+    jobs = {(arm, seed): data for arm in tree.arm_names(task, "decoding")
+            for seed, data in tree.analyses(task, "decoding", arm).items() if isinstance(data, dict)}
+    if not jobs:
+        series.missing.append(f"{task}: no analysis/decoding/*/seed*.json")
+        return series
+    per_job: dict[int, list[float]] = {}
+    for (arm, seed), data in sorted(jobs.items()):
+        rows = [r for r in as_list(data.get("rows")) if isinstance(r, dict)]
+        found = decoding.matching(rows, model, phase, batch, context)
+        if len(found) != 1:
+            why = "none" if not found else f"{len(found)} (contexts {sorted({r.get('context') for r in found})}: " \
+                                           "name one)"
+            series.missing.append(f"{label}: {arm} seed {seed} has {why} such rows")
+            continue
+        ref = decoding.reference_of(rows, found[0], str(data.get("reference", "full")))
+        values = decoding.per_round(found[0], ref, how) if ref is not None else []
+        if not values:
+            series.missing.append(f"{label}: {arm} seed {seed}: no paired rounds (or no bound) to measure")
+            continue
+        per_job[seed] = values
+    if len(per_job) == 1:
+        series.values = dict(enumerate(next(iter(per_job.values()))))
+        series.notes.append(decoding.PER_ROUND)
+    elif per_job:
+        series.values = {seed: float(np.mean(v)) for seed, v in per_job.items()}
+        series.notes.append("n counts decoding jobs, each the mean over its paired rounds")
+    return series
 
 
 # -- the interleaved training-step clock --------------------------------------------------------------------

@@ -37,7 +37,9 @@ rule analyse:
     benchmark:
         f"logs/{PRESET}/benchmarks/runs/{{label}}.tsv"
     wildcard_constraints:
-        label=labels_of("ablate", "curve", "speed", "roles", "redundancy", "shift", "memory", "clock", "trivial"),
+        label=labels_of(
+            "ablate", "curve", "speed", "roles", "redundancy", "shift", "memory", "clock", "trivial", "decode-speed"
+        ),
     conda:
         "../../environment.yml"
     threads: config["threads"]
