@@ -7,11 +7,14 @@ import json
 import math
 
 import pytest
+from conftest import build
 from test_readers import _lm_tree
 from test_report import _write
 
+from heads.config import ConfigError
 from heads.report import RunTree
 from heads.report.collect import RunTreeError
+from heads.strategies import build_strategy
 
 
 # -- the report's inputs ---------------------------------------------------------------------------------------
@@ -49,3 +52,29 @@ def test_an_analysis_whose_seed_is_not_its_labels_is_refused(tmp_path):
     with pytest.raises(RunTreeError, match=r"seed0.json: run.label 'lm/analysis/trivial/seed0' contradicts its "
                                            r"run.seed 3"):
         RunTree(runs)
+
+
+# -- parameters that leave a strategy idle ---------------------------------------------------------------------
+def _curve(**params) -> list[dict]:
+    model = build("llama", layers=2, heads=4)  # 8 heads
+    levels = iter(range(100))
+    return build_strategy("iterative", {"scorer": "magnitude", **params}).curve(model, [], lambda m: {
+        "x": float(next(levels))})
+
+
+def test_a_curve_step_of_less_than_one_head_still_reaches_max_ratio():
+    # 0.05 of 8 heads rounds to 0 at level 1: the curve used to end there, at the unpruned model alone (exit 0)
+    points = _curve(step=0.05, max_ratio=0.5)
+    assert [p["pruned"] for p in points] == [0, 1, 2, 3, 4]
+    # a step of whole heads is as before: one level per step
+    assert [(p["level"], p["pruned"]) for p in _curve(step=0.25, max_ratio=0.5)] == [(0, 0), (1, 2), (2, 4)]
+
+
+@pytest.mark.parametrize("params,message", [
+    ({}, r"strategy.params.max_ratio: 0.0 of the 8 heads rounds to no head"),  # the default: no curve at all
+    ({"max_ratio": 0.05}, r"strategy.params.max_ratio: 0.05 of the 8 heads rounds to no head"),
+    ({"max_ratio": 0.5, "floor": 4}, r"strategy.params.floor: 4 keeps every head of every site"),
+])
+def test_a_curve_that_would_hold_the_unpruned_model_alone_is_refused_before_evaluating(params, message):
+    with pytest.raises(ConfigError, match=message):
+        _curve(**params)
