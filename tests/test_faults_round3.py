@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 
 import pytest
 from conftest import build
@@ -12,8 +13,10 @@ from test_readers import _lm_tree
 from test_report import _write
 
 from heads.config import ConfigError
+from heads.params import ParamWarning
 from heads.report import RunTree
 from heads.report.collect import RunTreeError
+from heads.scoring.select import select
 from heads.strategies import build_strategy
 
 
@@ -78,3 +81,16 @@ def test_a_curve_step_of_less_than_one_head_still_reaches_max_ratio():
 def test_a_curve_that_would_hold_the_unpruned_model_alone_is_refused_before_evaluating(params, message):
     with pytest.raises(ConfigError, match=message):
         _curve(**params)
+
+
+@pytest.mark.parametrize("scope,least", [("global", "0.0625"), ("per_site", "0.125")])
+def test_a_ratio_that_rounds_to_no_head_is_said(scope, least):
+    # oneshot ratio=0.05 on 8 heads trained, and posthoc ratio=0.05 pruned, nothing: exit 0 without a word
+    scores = {"a": [0.1, 0.2, 0.3, 0.4], "b": [0.5, 0.6, 0.7, 0.8]}
+    with pytest.warns(ParamWarning, match=rf"ratio 0.05 of 8 heads \({scope}\) rounds to no head: nothing is pruned; "
+                                          rf"a ratio of at least {least} removes one"):
+        assert select(scores, 0.05, scope=scope) == {"a": [], "b": []}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ParamWarning)  # a ratio that prunes, or none asked for, is not warned about
+        assert select(scores, 0.0, scope=scope) == {"a": [], "b": []}
+        assert sum(map(len, select(scores, 0.25, scope=scope).values())) == 2
