@@ -9,6 +9,7 @@ import warnings
 
 import pytest
 from conftest import build
+from test_faults_cli import refused
 from test_readers import _lm_tree
 from test_report import _write
 
@@ -94,3 +95,29 @@ def test_a_ratio_that_rounds_to_no_head_is_said(scope, least):
         warnings.simplefilter("error", ParamWarning)  # a ratio that prunes, or none asked for, is not warned about
         assert select(scores, 0.0, scope=scope) == {"a": [], "b": []}
         assert sum(map(len, select(scores, 0.25, scope=scope).values())) == 2
+
+
+# -- the model a command is given ------------------------------------------------------------------------------
+def test_an_unfinished_run_given_as_a_model_is_named_not_read_as_one(tmp_path, capsys):
+    # a killed run: its config.json is the run's, not a model's; prune read it as one (a transformers traceback),
+    # score and evaluate said --task was missing although the folder holds a config.json
+    run = tmp_path / "run"
+    (run / "checkpoint").mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"task": "lm", "model": {"d": 32}}))
+    (run / "metrics.jsonl").write_text("")
+    for argv in (["evaluate", str(run)], ["prune", str(run), "--keep", "1", "--out", str(tmp_path / "p")],
+                 ["inspect", str(run)]):
+        refused(argv, capsys, f"{run}: a run folder without its model/ (the run has not finished)")
+    assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.parametrize("config,why", [
+    ({"architectures": ["LlamaForCausalLM"]}, "no model_type"),
+    ({"model_type": "bogus"}, "model_type 'bogus' is not one transformers knows"),
+    ([1, 2], "a list"),
+])
+def test_a_model_config_transformers_cannot_read_is_named(tmp_path, capsys, config, why):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(json.dumps(config))
+    refused(["inspect", str(tmp_path / "m")], capsys, f"{tmp_path / 'm' / 'config.json'}: not a model configuration "
+                                                      f"({why})")

@@ -45,10 +45,12 @@ def resolve_source(source: str, root: str = DEFAULT_ROOT) -> Path:
             return shipped.path(source, root)
         except shipped.ShippedError as exc:
             raise fail(str(exc)) from None
-    from heads.surgery.persist import CheckpointError, model_folder
+    from heads.surgery.persist import CheckpointError, UnfinishedRun, model_folder
 
     try:
         return model_folder(source)
+    except UnfinishedRun as exc:
+        raise fail(str(exc)) from None
     except CheckpointError as exc:
         raise fail(f"{exc}; nor one of the shipped models {sorted(SHIPPED)}") from None
 
