@@ -7,18 +7,22 @@ import json
 import math
 import warnings
 
+import numpy as np
 import pytest
-from conftest import build
+import torch
+from conftest import build, smoke
 from test_faults_cli import refused
 from test_readers import _lm_tree
 from test_report import _write
 
 from heads.config import ConfigError
+from heads.examples import ExampleValues
 from heads.params import ParamWarning
 from heads.report import RunTree
 from heads.report.collect import RunTreeError
 from heads.scoring.select import select
 from heads.strategies import build_strategy
+from heads.tasks import get_task
 
 
 # -- the report's inputs ---------------------------------------------------------------------------------------
@@ -121,3 +125,19 @@ def test_a_model_config_transformers_cannot_read_is_named(tmp_path, capsys, conf
     (tmp_path / "m" / "config.json").write_text(json.dumps(config))
     refused(["inspect", str(tmp_path / "m")], capsys, f"{tmp_path / 'm' / 'config.json'}: not a model configuration "
                                                       f"({why})")
+
+
+# -- values that fail only after the work ----------------------------------------------------------------------
+def test_a_diverged_language_models_perplexity_is_infinite_not_a_traceback(data_root):
+    # train.lr=0x10 (16) took the validation loss to 2476: math.exp overflowed after the whole run, no summary
+    cfg = smoke("lm", data_root)
+    task = get_task("lm")
+    tokenizer = task.tokenizer(cfg)
+    model = task.build_model(cfg, tokenizer)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(1e4)  # logits so large that the loss passes what exp() can hold
+    result = task.evaluate(model, cfg, tokenizer, "validation")
+    assert result["loss"] > 710 and result["perplexity"] == math.inf
+    # the report's resampling of the same per-example columns agrees
+    values = ExampleValues({k: np.asarray(v, dtype=np.float64) for k, v in result["per_example"].items()}, 2)
+    assert values.metric("perplexity") == math.inf
