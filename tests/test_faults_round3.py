@@ -141,3 +141,19 @@ def test_a_diverged_language_models_perplexity_is_infinite_not_a_traceback(data_
     # the report's resampling of the same per-example columns agrees
     values = ExampleValues({k: np.asarray(v, dtype=np.float64) for k, v in result["per_example"].items()}, 2)
     assert values.metric("perplexity") == math.inf
+
+
+# -- where outputs land ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("below", ["", "data"])
+def test_data_is_never_prepared_into_a_run_folder(tmp_path, below):
+    # `heads data prepare --root RUN` (or `heads train data.root=RUN`) wrote a corpus into another run's folder
+    from heads.data.hub import DataError
+    from heads.data.prepare import prepare
+
+    run = tmp_path / "run"
+    (run / "checkpoint").mkdir(parents=True)
+    (run / "metrics.jsonl").write_text("")
+    with pytest.raises(DataError, match=rf"data.root {run / below if below else run} lies inside the run folder "
+                                        rf"{run}, which only its run writes"):
+        prepare("lm", "offline", root=run / below, limit=10)
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint", "metrics.jsonl"]
