@@ -166,3 +166,36 @@ def test_plan_refuses_calibration_inputs_without_cpu_from(capsys, options, named
     # they were ignored without a word: the plan printed the preset's estimates as if it had read them
     refused(["plan", "--preset", "smoke", *options], capsys,
             f"plan: {named} read only to calibrate the CPU minutes on a preset's measured jobs: add --cpu-from")
+
+
+# -- messages that said the wrong thing ----------------------------------------------------------------------------
+def test_a_refusal_names_its_command_once(tmp_path, capsys):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("mine")
+    line = refused(["train", "--task", "lm", "--preset", "smoke", "--out", str(tmp_path / "out"),
+                    f"data.root={tmp_path / 'data'}"], capsys, "notes.txt, which heads train did not write")
+    assert line.count("heads train:") == 1, line  # was "heads train: heads train: ..."
+
+
+def test_prune_names_an_unknown_site_without_quoting_the_message(tmp_path, capsys):
+    model = tmp_path / "m"
+    from heads.surgery import save
+
+    save(build("llama"), model)
+    line = refused(["prune", str(model), "--remove", "bogus:1", "--out", str(tmp_path / "p")], capsys,
+                   "heads: prune: unknown site 'bogus'; sites: ['model.layers.0.self_attn'")
+    assert '"' not in line, line  # a KeyError's str() wrapped the message in quotes
+    assert not (tmp_path / "p").exists()
+
+
+def test_a_folder_where_a_file_belongs_is_not_called_missing(tmp_path, capsys):
+    refused(["readme", str(tmp_path)], capsys, f"readme: {tmp_path}: a folder, not a file")
+    refused(["train", "--task", "lm", "--preset", "smoke", "--out", str(tmp_path / "run"), "--config", str(tmp_path)],
+            capsys,
+            f"--config {tmp_path}: a folder, not a file")
+
+
+def test_report_away_from_the_repository_says_where_replications_are_looked_for(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # "unknown replication 'michel2019'; known: " with nothing after it
+    refused(["report", "--runs", str(tmp_path), "--replication", "michel2019", "--out", str(tmp_path / "o")], capsys,
+            "report: --replications replications: holds no replication", "run from the repository root")

@@ -169,7 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         why = _classify(exc)
         if debug or why is None:
             raise
-        message = f"heads {args.command}: {why}"
+        # a message that already names its command (heads.io's output checks do) is not prefixed twice
+        message = why if why.startswith(f"heads {args.command}:") else f"heads {args.command}: {why}"
         print(message, file=sys.stderr)
         raise UserError(message) from None
 
