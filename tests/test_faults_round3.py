@@ -199,3 +199,35 @@ def test_report_away_from_the_repository_says_where_replications_are_looked_for(
     monkeypatch.chdir(tmp_path)  # "unknown replication 'michel2019'; known: " with nothing after it
     refused(["report", "--runs", str(tmp_path), "--replication", "michel2019", "--out", str(tmp_path / "o")], capsys,
             "report: --replications replications: holds no replication", "run from the repository root")
+
+
+def test_an_output_never_replaces_what_the_command_reads(tmp_path, capsys):
+    # `evaluate M --config c.yaml --out c.yaml` replaced the config it read with its result (exit 0)
+    from heads.surgery import save
+
+    save(build("llama"), tmp_path / "m")
+    config = tmp_path / "c.yaml"
+    config.write_text("eval: {split: validation}\n")
+    table = tmp_path / "mine.csv"
+    table.write_text("text\nhello\n")
+    for out, given in ((config, f"--config {config}"), (table, f"data.hub_path={table}")):
+        refused(["evaluate", str(tmp_path / "m"), "--task", "lm", "--config", str(config), f"data.hub_path={table}",
+                 "--out", str(out)], capsys, f"--out {out} is a file this command reads ({given})")
+    assert config.read_text() == "eval: {split: validation}\n" and table.read_text() == "text\nhello\n"
+
+
+def test_rows_never_replaces_a_record_of_the_tree_it_reads(tmp_path, capsys):
+    # an analysis is a file in no run folder: `rows --runs T --out T/.../seed0.json` replaced it with CSV
+    from heads.cli import main
+
+    runs = _lm_tree(tmp_path)
+    record = runs / "lm" / "analysis" / "trivial" / "seed0.json"
+    _write(record, {"task": "lm", "baselines": {}, "run": {"label": "lm/analysis/trivial/seed0", "kind": "trivial",
+                                                           "task": "lm", "seed": 0}})
+    before = record.read_bytes()
+    refused(["rows", "--runs", str(runs), "--out", str(record)], capsys,
+            f"--out {record} is a record of the run tree this command reads (--runs {runs})")
+    assert record.read_bytes() == before
+    # a table written beside the records, or over an earlier one, loses nothing
+    assert main(["rows", "--runs", str(runs), "--out", str(runs / "rows.csv")]) == 0
+    assert main(["rows", "--runs", str(runs), "--out", str(runs / "rows.csv")]) == 0

@@ -151,8 +151,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
     _quiet_libraries()
+    from heads.outpath import inputs_of, reading
+
     try:
-        return args.func(args)
+        with reading(inputs_of(args)):  # what the command reads is never what it writes
+            return args.func(args)
     except UserError as exc:
         print(one_line(exc), file=sys.stderr)
         raise
