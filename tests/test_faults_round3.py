@@ -231,3 +231,9 @@ def test_rows_never_replaces_a_record_of_the_tree_it_reads(tmp_path, capsys):
     # a table written beside the records, or over an earlier one, loses nothing
     assert main(["rows", "--runs", str(runs), "--out", str(runs / "rows.csv")]) == 0
     assert main(["rows", "--runs", str(runs), "--out", str(runs / "rows.csv")]) == 0
+
+
+def test_memory_limit_zero_is_a_value_not_the_default(tmp_path, capsys):
+    # `--limit 0` was read as "no --limit" (4 x --cap-batch) and measured batches up to 128, exit 0
+    refused(["memory", str(tmp_path), "--task", "lm", "--reference", str(tmp_path), "--limit", "0"], capsys,
+            "memory: --limit 0 is below --cap-batch 32")
