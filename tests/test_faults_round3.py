@@ -237,3 +237,15 @@ def test_memory_limit_zero_is_a_value_not_the_default(tmp_path, capsys):
     # `--limit 0` was read as "no --limit" (4 x --cap-batch) and measured batches up to 128, exit 0
     refused(["memory", str(tmp_path), "--task", "lm", "--reference", str(tmp_path), "--limit", "0"], capsys,
             "memory: --limit 0 is below --cap-batch 32")
+
+
+def test_a_single_file_without_the_train_split_asked_for_gets_a_hint_that_works(tmp_path):
+    # --split train=nope on one file said "e.g. data.splits.train=train[90%:] (and data.splits.train=train[:80%])"
+    from heads.data.hub import DataError
+    from heads.data.prepare import prepare
+
+    table = tmp_path / "mine.csv"
+    table.write_text("text\nhello world\n")
+    with pytest.raises(DataError) as exc:
+        prepare("lm", "hub", root=tmp_path / "data", hub_path=table, splits={"train": "nope"})
+    assert str(exc.value).endswith("slice it instead, e.g. data.splits.train=train[:80%]"), exc.value
