@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from heads.metrics import perplexity
+
 KEY = "per_example"
 FILE = "examples.json"
 
@@ -108,7 +110,7 @@ def _sacrebleu(kind: str) -> Callable[[Mapping[str, np.ndarray]], float]:
 _AGGREGATES: dict[str, list[tuple[tuple[str, ...], Callable[[Mapping[str, np.ndarray]], float]]]] = {
     "accuracy": [(("correct",), lambda c: float(c["correct"].mean()))],
     "loss": [(("loss_sum", "tokens"), _token_loss), (("loss",), lambda c: float(c["loss"].mean()))],
-    "perplexity": [(("loss_sum", "tokens"), lambda c: math.exp(_token_loss(c)))],
+    "perplexity": [(("loss_sum", "tokens"), lambda c: perplexity(_token_loss(c)))],
     "bits_per_token": [(("loss_sum", "tokens"), lambda c: _token_loss(c) / math.log(2))],
     "bleu": [(("bleu_stats",), _sacrebleu("bleu"))],
     "chrf": [(("chrf_stats",), _sacrebleu("chrf"))],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 # The metrics a task's evaluation reports: True when larger is better.
 HIGHER_IS_BETTER: dict[str, bool] = {
     "bleu": True,
@@ -47,3 +49,9 @@ def retained_defined(metric: str, base: float) -> bool:
     if not higher_is_better(metric) or high == float("inf"):
         return base != 0
     return base >= low + RETAINED_FLOOR * (high - low)
+
+
+def perplexity(loss: float) -> float:
+    """``exp(loss)``, infinite past what a float holds: a diverged model's loss (lr=16 reached 2476) overflows
+    ``math.exp`` after the whole run, and the run then had no summary."""
+    return math.exp(loss) if loss < math.log(float.fromhex("0x1.fffffffffffffp+1023")) else math.inf

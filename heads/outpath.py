@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from fnmatch import fnmatch
 from pathlib import Path
+from typing import Any
 
 from heads.io import (
     MODEL_ENTRIES,
@@ -92,7 +93,25 @@ def target(out: str | Path, command: str, kind: str = FILE) -> Path:
     if st is not None and kind != FILE and not stat.S_ISDIR(st.st_mode):
         raise OutputConflict(f"{where} is a file, not a folder")
     _not_in_a_run(real, where, kind)
+    _not_an_input(out, st, where)
     return real if out.is_symlink() else out
+
+
+def _not_an_input(out: Path, st: os.stat_result | None, where: str) -> None:
+    """Refuse a file the running command reads (``evaluate --config c.yaml --out c.yaml`` replaced the config with
+    its result), and a JSON record inside a run tree it reads (``rows --runs T --out T/.../seed0.json`` replaced an
+    analysis, which lies in no run folder)."""
+    inputs = _INPUTS.get() or {}
+    real = os.path.realpath(out)
+    given = inputs.get(real) if st is not None and stat.S_ISREG(st.st_mode) else None
+    if given is not None:
+        raise OutputConflict(f"{where} is a file this command reads ({given}); write the result elsewhere")
+    if st is None or not stat.S_ISREG(st.st_mode) or not real.endswith((".json", ".jsonl")):
+        return  # new files in a tree, or a table beside its records, lose nothing (--runs OUT --out OUT/rep)
+    for path, given in inputs.items():
+        if os.path.isdir(path) and real.startswith(path.rstrip(os.sep) + os.sep):
+            raise OutputConflict(f"{where} is a record of the run tree this command reads ({given}); write "
+                                 "elsewhere")
 
 
 def _not_in_a_run(real: Path, where: str, kind: str) -> None:
@@ -187,6 +206,43 @@ def _acquire(lock: Path, where: str) -> int:
 
 # -- the command line's side: outputs claimed for the command's whole run ------------------------------------------
 _HELD: contextvars.ContextVar[ExitStack | None] = contextvars.ContextVar("heads_outputs", default=None)
+# the files the running command reads, by real path -> how it was given (`--config`): never its output
+_INPUTS: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("heads_inputs", default=None)
+# arguments that are outputs, or inputs the command rewrites on purpose (`heads readme FILE`)
+_NOT_INPUTS = {"out", "readme", "func", "command"}
+# folders whose every file the command reads (a run tree: its analyses are files, in no run folder)
+_TREES = {"runs"}
+
+
+def inputs_of(args: Any) -> dict[str, str]:
+    """The existing files an argparse namespace names (options, positionals, ``KEY=VALUE`` values), by real
+    path: what the command reads, which its ``--out`` must not replace."""
+    found: dict[str, str] = {}
+    for name, value in vars(args).items():
+        if name in _NOT_INPUTS:
+            continue
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if not isinstance(item, (str, Path)):
+                continue
+            text = str(item)
+            key, sep, rest = text.partition("=")
+            given, path = (f"{key}=", rest) if name == "overrides" and sep else (f"--{name.replace('_', '-')} ", text)
+            try:
+                if path and (os.path.isfile(path) or name in _TREES and os.path.isdir(path)):
+                    found.setdefault(os.path.realpath(path), f"{given}{path}".strip())
+            except (OSError, ValueError):  # a name too long or with a NUL byte is no file it reads
+                continue
+    return found
+
+
+@contextmanager
+def reading(inputs: dict[str, str]) -> Iterator[None]:
+    """While the command runs: ``inputs`` (:func:`inputs_of`) are refused as its outputs by :func:`target`."""
+    token = _INPUTS.set(inputs)
+    try:
+        yield
+    finally:
+        _INPUTS.reset(token)
 
 
 def writes_outputs(func: Callable) -> Callable:

@@ -200,20 +200,26 @@ def train_job(e: RunSpec, cfg: RunConfig) -> Job:
 
 
 def _curve_levels(heads: tuple[int, ...], step: float, max_ratio: float, floor: int) -> int:
-    """Levels past the unpruned one that an iterative curve reaches, as ``Iterative.curve`` counts them: it
-    ends at ``max_ratio``, at a level that rounds to no new head, or where the ``floor`` every site keeps
-    makes the level unreachable."""
+    """Levels past the unpruned one that an iterative curve evaluates, as ``Iterative.curve`` counts them: a
+    level that rounds to no new head is skipped, and the curve ends at ``max_ratio`` or where the ``floor`` every
+    site keeps makes the level unreachable."""
     def half_up(x: float) -> int:
         return math.floor(x + 0.5)
 
     total = sum(heads)
     prunable = total - sum(min(floor, h) for h in heads)
-    level, pruned = 0, 0
+    cap = half_up(max_ratio * total)
+    level, pruned, points = 0, 0, 0
     while True:
-        target = min(half_up((level + 1) * step * total), half_up(max_ratio * total))
-        if target <= pruned or target > prunable:
-            return level
-        level, pruned = level + 1, target
+        level += 1
+        target = min(half_up(level * step * total), cap)
+        if target <= pruned:
+            if target >= cap:
+                return points
+            continue
+        if target > prunable:
+            return points
+        pruned, points = target, points + 1
 
 
 # scorer -> forward-pass equivalents per scoring batch (importance needs gradients: forward + backward)

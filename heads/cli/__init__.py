@@ -151,8 +151,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
     _quiet_libraries()
+    from heads.outpath import inputs_of, reading
+
     try:
-        return args.func(args)
+        with reading(inputs_of(args)):  # what the command reads is never what it writes
+            return args.func(args)
     except UserError as exc:
         print(one_line(exc), file=sys.stderr)
         raise
@@ -169,7 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         why = _classify(exc)
         if debug or why is None:
             raise
-        message = f"heads {args.command}: {why}"
+        # a message that already names its command (heads.io's output checks do) is not prefixed twice
+        message = why if why.startswith(f"heads {args.command}:") else f"heads {args.command}: {why}"
         print(message, file=sys.stderr)
         raise UserError(message) from None
 

@@ -30,6 +30,11 @@ def fail(message: str) -> UserError:
     return UserError(f"heads: {message}")
 
 
+def no_file(path: Path) -> str:
+    """Why ``path`` is not a file to read, in words: a folder named where a file belongs is not missing."""
+    return "a folder, not a file" if Path(path).is_dir() else "no such file"
+
+
 def one_line(message: str) -> str:
     """A multi-line message (a list of mismatched tensors) as one line."""
     return "; ".join(line.strip() for line in str(message).splitlines() if line.strip())
@@ -45,10 +50,12 @@ def resolve_source(source: str, root: str = DEFAULT_ROOT) -> Path:
             return shipped.path(source, root)
         except shipped.ShippedError as exc:
             raise fail(str(exc)) from None
-    from heads.surgery.persist import CheckpointError, model_folder
+    from heads.surgery.persist import CheckpointError, UnfinishedRun, model_folder
 
     try:
         return model_folder(source)
+    except UnfinishedRun as exc:
+        raise fail(str(exc)) from None
     except CheckpointError as exc:
         raise fail(f"{exc}; nor one of the shipped models {sorted(SHIPPED)}") from None
 
@@ -75,7 +82,7 @@ def _check_config_file(file: Path) -> None:
     from heads.yamlio import YamlError, read_yaml
 
     if not file.is_file():
-        raise fail(f"--config {file}: no such file")
+        raise fail(f"--config {file}: {no_file(file)}")
     try:
         data = read_json(file, "JSON") if file.suffix == ".json" else read_yaml(file)
     except YamlError as exc:  # names the file and line: invalid, a key given twice, an alias bomb

@@ -20,7 +20,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
     if args.cap_batch < 1:
         raise fail(f"memory: --cap-batch must be >= 1, got {args.cap_batch}")
-    limit = args.limit or 4 * args.cap_batch
+    limit = 4 * args.cap_batch if args.limit is None else args.limit  # 0 is a value, not "the default"
     if limit < args.cap_batch:
         raise fail(f"memory: --limit {limit} is below --cap-batch {args.cap_batch}")
     loaded, reference, examples = load_pair(args, "memory")

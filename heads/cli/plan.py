@@ -108,6 +108,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     if args.cores < 1:  # the CPU minutes divide by it
         raise fail(f"plan: --cores must be >= 1, got {args.cores}")
+    given = [name for name, value in (("--logs", args.logs), ("--runs", args.runs)) if value is not None]
+    if given and not args.cpu_from:  # read only to calibrate: without it the plan would ignore them unsaid
+        raise fail(f"plan: {' and '.join(given)} {'are' if len(given) > 1 else 'is'} read only to calibrate the CPU "
+                   f"minutes on a preset's measured jobs: add --cpu-from PRESET, or drop {' and '.join(given)}")
     try:
         result = plan(args.preset, args.gpu, args.mfu, args.replications)
     except PlanError as exc:
@@ -117,7 +121,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from heads import cpu_cost
 
         try:
-            calibration = cpu_cost.calibrate(args.cpu_from, args.logs, args.replications, args.runs)
+            calibration = cpu_cost.calibrate(args.cpu_from, args.logs or "logs", args.replications, args.runs)
             cpu = (calibration, cpu_cost.cost(args.preset, calibration, args.replications))
         except PlanError as exc:
             raise fail(f"plan: {exc}") from None
@@ -163,7 +167,7 @@ def register(sub) -> None:
     p.add_argument("--cpu-from", metavar="PRESET",
                    help="also cost each replication in CPU minutes, calibrated on the jobs of PRESET this machine "
                         "ran (their Snakemake benchmark files under --logs)")
-    p.add_argument("--logs", default="logs", help="where the workflow's logs are (default logs)")
+    p.add_argument("--logs", help="where the workflow's logs are (default logs)")
     p.add_argument("--runs", help="the run tree the --cpu-from jobs wrote (e.g. results/small/runs): each training "
                    "job is costed by the config.json it ran with, not by what the preset says now")
     p.add_argument("--cores", type=int, default=2, help="cores for the CPU minutes (default 2)")

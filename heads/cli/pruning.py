@@ -198,8 +198,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
             apply_layout(model, uniform_layout(model, args.keep))
         else:
             prune_heads(model, remove if remove is not None else parse_remove(args.remove))
-    except (KeyError, ValueError) as exc:
-        raise fail(f"prune: {exc}") from None
+    except (KeyError, ValueError) as exc:  # a KeyError's str() is its message's repr: say the message
+        raise fail(f"prune: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}") from None
     # Everything goes into a folder beside --out and is renamed into place at the end: --out is either the old
     # output or the complete new one, never a mix.
     tmp = temp_dir_beside(out)

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from heads.cli.common import claim_out, fail
+from heads.cli.common import claim_out, fail, no_file
 from heads.outpath import FILE, FOLDER, writes_outputs
 
 
@@ -62,6 +62,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     from heads.report.table_spec import TableSpecError
 
     known = replications(args.replications)
+    if not known:  # run from elsewhere than the repository root: not "unknown", the folder is not there
+        raise fail(f"report: --replications {args.replications}: holds no replication (a folder with a report.yaml);"
+                   " run from the repository root or give --replications")
     if args.replication not in known:
         raise fail(f"report: unknown replication {args.replication!r}; known: {', '.join(known)} "
                    f"(folders of {args.replications} with a report.yaml)")
@@ -124,9 +127,9 @@ def cmd_claims(args: argparse.Namespace) -> int:
         measurement.append(found)
     if args.ledgers:
         ledgers = [Path(p) for p in args.ledgers]
-        absent = [str(p) for p in ledgers if not p.is_file()]
+        absent = [f"{p} ({no_file(p)})" for p in ledgers if not p.is_file()]
         if absent:
-            raise fail(f"claims: --ledgers {', '.join(absent)}: no such file (a replication's ledger is written "
+            raise fail(f"claims: --ledgers {', '.join(absent)}: not a ledger file (a replication's ledger is written "
                        "by `heads report --only claims`)")
         folders = [p.parent for p in ledgers]
         baselines = [f / "baselines.csv" for f in folders if (f / "baselines.csv").is_file()]
@@ -177,7 +180,7 @@ def cmd_readme(args: argparse.Namespace) -> int:
     stale = 0
     for readme in args.readme or FILES:
         if not readme.is_file():
-            raise fail(f"readme: {readme}: no such file")
+            raise fail(f"readme: {readme}: {no_file(readme)}")
         if not args.check:  # the files it rewrites are outputs too: the same rule, one writer each
             claim_out(readme, "readme", FILE)
     for readme in args.readme or FILES:

@@ -294,8 +294,9 @@ def _local_files(spec: Source, needed: dict[str, list[str]]) -> dict[str, list[P
             theirs, ours = next(iter(missing.items()))
             raise DataError(
                 f"{where} is a single file: its one split is 'train', so there is no split {theirs!r} for "
-                f"data.splits.{ours[0]}; slice it instead, e.g. data.splits.{ours[0]}=train[90%:] "
-                "(and data.splits.train=train[:80%])"
+                f"data.splits.{ours[0]}; slice it instead, e.g. data.splits.{ours[0]}="
+                + ("train[:80%]" if ours[0] == "train" else  # the other splits' slices are the hint's example
+                   "train[90%:] (and data.splits.train=train[:80%])")
             )
         return {"train": [where]}
     if not where.is_dir():

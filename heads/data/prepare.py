@@ -25,7 +25,7 @@ from datasets import DatasetDict, load_from_disk
 
 from heads.data import corpora, hub
 from heads.data.hub import DataError
-from heads.io import InputError, checksum_listing, read_json, sha256_file
+from heads.io import InputError, checksum_listing, enclosing_run, is_run_folder, read_json, sha256_file
 
 SOURCES = ("offline", "hub")
 # The data.* keys that choose and shape a hub dataset (beyond data.dataset and data.hub_path).
@@ -201,6 +201,10 @@ def prepare(
     if final.exists():
         return _reuse(final, manifest, local)
 
+    if is_run_folder(root) or enclosing_run(root) is not None:  # the rule of every output (heads.outpath)
+        run = root if is_run_folder(root) else enclosing_run(root)[0]
+        raise DataError(f"data.root {root} lies inside the run folder {run}, which only its run writes; prepare the "
+                        "data elsewhere (data.root=resources/data)")
     report: dict = {}
     data = build(task, source, limit=limit, hub_path=hub_path, dataset=dataset, cache_dir=cache_dir, report=report,
                  **keys)

@@ -32,7 +32,7 @@ from heads.examples import FILE as EXAMPLES_FILE
 from heads.examples import ExampleValues, path_beside
 from heads.metrics import TASK_METRIC, retained_defined
 from heads.report.sites import site_kind
-from heads.sheet import fmt_ratio
+from heads.sheet import fmt_ratio, run_label
 from heads.train.metrics import first_reaching
 
 BASELINE = {"variant": "baseline", "arm": "none", "ratio": 0.0}
@@ -273,12 +273,37 @@ def _identity(data: Any) -> dict | None:
     return ident
 
 
+def _identity_problem(ident: Mapping) -> str | None:
+    """What in an identity is of the wrong type or contradicts its own label (None: nothing). The label is the
+    place, the fields are what the record is grouped by: a run's label spells its task, variant, arm, ratio and
+    seed (:func:`heads.sheet.run_label`), an analysis's ends in its seed; a field edited apart from the label
+    would put the record in another group than its place says."""
+    seed, ratio = ident.get("seed"), ident.get("ratio")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        return f"run.seed {seed!r} is not a whole number >= 0"
+    if ratio is not None and (number(ratio) is None or not 0.0 <= float(ratio) <= 1.0):
+        return f"run.ratio {ratio!r} is not a number in [0, 1]"
+    label = str(ident.get("label", ""))
+    if ident.get("kind") == "run" and all(isinstance(ident.get(k), str) for k in ("task", "variant", "arm")):
+        spelled = run_label(ident["task"], ident["variant"], ident["arm"], float(ratio or 0.0), seed)
+        if label != spelled:
+            return (f"run.label {label!r} contradicts its task, variant, arm, ratio and seed, which spell "
+                    f"{spelled!r}: a field edited apart from its place")
+    last = label.rsplit("/", 1)[-1]
+    if last.startswith("seed") and last[4:].isdigit() and int(last[4:]) != seed:
+        return f"run.label {label!r} contradicts its run.seed {seed}: a field edited apart from its place"
+    return None
+
+
 def _contradiction(root: Path, file: Path, place: Path, ident: Mapping, data: Any, task: str) -> str | None:
     """What in ``file`` contradicts the identity ``ident`` that the record at ``place`` goes by (None: nothing):
     a label that is not where the file lies (the label is the place; a tree read from a folder above the run
     tree still ends in it), or the file's own ``task`` (a summary's ``metric``) not the identity's task's. An
     identity of ``task`` is what the record is averaged in with: a run of another task there would mix metrics."""
     name = file.relative_to(root).as_posix()
+    wrong = _identity_problem(ident)
+    if wrong is not None:
+        return f"{name}: {wrong}; run that entry again"
     label = [p for p in str(ident.get("label", "")).split("/") if p]
     parts = place.relative_to(root).parts
     if not label or len(label) > len(parts) or tuple(parts[-len(label):]) != tuple(label):
@@ -408,9 +433,9 @@ class RunTree:
             if why and "unreadable" in why:  # read from its config.json instead, as an unfinished run: say so
                 self.problems.append(f"{(folder / 'summary.json').relative_to(self.root)}: {why}; the run is "
                                      "read as unfinished")
-            ratio = float(ident.get("ratio") or 0.0)
             config = data if path.name == "config.json" else read_json(folder / "config.json")[0]
             self._check_run(folder, ident, summary, config, task)
+            ratio = float(ident.get("ratio") or 0.0)
             strategy = (summary or {}).get("strategy") if isinstance(summary, dict) else None
             if strategy is None and isinstance(config, dict) and isinstance(config.get("strategy"), dict):
                 strategy = config["strategy"].get("name")

@@ -11,6 +11,7 @@ from typing import Literal
 import torch
 from torch import nn
 
+from heads.params import warn
 from heads.scoring.registry import Scores
 from heads.surgery import sites
 from heads.surgery.site import round_half_up
@@ -79,6 +80,12 @@ def select(
         if scope == "global"
         else _per_site(units, capacity, sizes, ratio, floor, layout)
     )
+    if ratio > 0 and not chosen:  # said, not refused: a ratio is a share, and a small model may round it away
+        total = sum(len(kept) for kept in layout.values())
+        units = max(len(kept) // sizes[name] for name, kept in layout.items()) if scope == "per_site" else \
+            total // max(sizes.values())  # what the ratio multiplies: a site's units, or all of them
+        warn(f"ratio {ratio} of {total} heads ({scope}) rounds to no head: nothing is pruned; a ratio of at least "
+             f"{0.5 / max(units, 1):.4g} removes one")
     remove: dict[str, list[int]] = {name: [] for name in scores}
     for unit in chosen:
         remove[unit.site].extend(layout[unit.site][p] for p in unit.positions)

@@ -21,7 +21,7 @@ from heads.surgery import head_layout, num_heads, prune_heads
 @dataclass
 class IterativeParams(Selection):
     step: float = param(0.1, gt=0, lt=1)  # share of the ORIGINAL heads removed per level (Michel: 5-10 %)
-    max_ratio: float = param(0.0, ge=0, lt=1)  # stop at this share pruned; 0 = do nothing
+    max_ratio: float = param(0.0, ge=0, lt=1)  # stop at this share pruned; a curve refuses one that rounds to 0
     batches: int = param(8, ge=1)
     # independent orders averaged level by level: one random order is one draw (single random 25 % cuts of
     # the same classifier score anywhere from 55 % to 94 %), so a random baseline averages several
@@ -85,17 +85,28 @@ class Iterative(Strategy):
         if p.together and evaluate_levels is None:
             raise ConfigError("strategy.params.together: this task evaluates one model at a time (together needs "
                               "a task that evaluates stacked gates: mt)")
+        layout = head_layout(model)
+        total = num_heads(layout)
+        cap = round_half_up(p.max_ratio * total)
+        if cap == 0:  # checked before the first evaluation: a curve of the unpruned model alone is no curve
+            raise ConfigError(f"strategy.params.max_ratio: {p.max_ratio} of the {total} heads rounds to no head, so "
+                              "the curve would hold the unpruned model alone; give max_ratio, e.g. max_ratio=0.5")
+        if all(len(kept) <= p.floor for kept in layout.values()):
+            raise ConfigError(f"strategy.params.floor: {p.floor} keeps every head of every site (at most "
+                              f"{max(len(k) for k in layout.values())} each), so the curve would hold the unpruned "
+                              "model alone; lower it")
         unpruned = copy.deepcopy(model) if p.together else None
-        total = num_heads(head_layout(model))
         points = [{"level": 0, "pruned": 0, "ratio": 0.0, "removed": {}, **({} if p.together else evaluate(model))}]
         level = 0
         while True:
             level += 1
-            target = min(round_half_up(level * p.step * total), round_half_up(p.max_ratio * total))
+            target = min(round_half_up(level * p.step * total), cap)
             current = num_heads(head_layout(model))
             need = target - (total - current)
             if need <= 0:
-                break
+                if target >= cap:
+                    break
+                continue  # a step of less than one head: this level rounds to the last one's count, the next may not
             try:
                 remove = p.choose(model, batches, need / current, seed_offset=level)
             except ValueError:  # the floor makes this level unreachable: the curve ends here

@@ -35,6 +35,10 @@ class CheckpointError(InputError):
     """A checkpoint that cannot be loaded exactly (missing, corrupt, or a layout mismatch)."""
 
 
+class UnfinishedRun(CheckpointError):
+    """A run folder given as a model before its run wrote one."""
+
+
 def model_folder(path: str | Path) -> Path:
     """The model folder of ``path``: ``path/model`` for a training run folder, else ``path`` itself.
 
@@ -42,6 +46,9 @@ def model_folder(path: str | Path) -> Path:
     path = Path(path)
     if (path / "model" / "config.json").is_file():
         return path / "model"
+    if (path / "checkpoint").is_dir() or (path / "metrics.jsonl").exists():  # a run: its config.json is no model's
+        raise UnfinishedRun(f"{path}: a run folder without its model/ (the run has not finished): train it to the "
+                              f"end first (the same heads train command resumes it)")
     if not (path / "config.json").is_file():
         raise CheckpointError(
             f"{path}: neither a checkpoint folder (with config.json) nor a run folder (with model/config.json)"

@@ -77,7 +77,15 @@ def read_config(folder: str | Path):
 
     path = Path(folder) / "config.json"
     data = json.loads(path.read_text())
-    if MARK not in data:
+    saved = isinstance(data, dict) and MARK in data
+    data = from_disk(data) if saved else data
+    kind = data.get("model_type") if isinstance(data, dict) else None
+    if kind not in CONFIG_MAPPING:  # what transformers would stop at with a traceback
+        from heads.surgery.persist import CheckpointError
+
+        raise CheckpointError(f"{path}: not a model configuration (" + (
+            f"model_type {kind!r} is not one transformers knows" if kind is not None else
+            "no model_type" if isinstance(data, dict) else f"a {type(data).__name__}") + ")")
+    if not saved:
         return AutoConfig.from_pretrained(folder, local_files_only=True)
-    data = from_disk(data)
-    return CONFIG_MAPPING[data["model_type"]].from_dict(data)
+    return CONFIG_MAPPING[kind].from_dict(data)

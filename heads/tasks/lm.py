@@ -9,7 +9,7 @@ import torch
 from heads import models
 from heads.config import RunConfig
 from heads.examples import KEY
-from heads.metrics import TASK_METRIC
+from heads.metrics import TASK_METRIC, perplexity
 from heads.placement import on_model
 from heads.tasks.base import Task, mean_loss
 from heads.tasks.batching import eval_batches
@@ -95,7 +95,7 @@ class LanguageModelling(Task):
             lambda b: b["input_ids"].shape[0] * (b["input_ids"].shape[1] - 1),
         )
         return {
-            "perplexity": math.exp(loss),
+            "perplexity": perplexity(loss),
             "bits_per_token": loss / math.log(2),
             "loss": loss,
             "tokens": n,
