@@ -102,11 +102,12 @@ def test_zero_training_steps_only_for_a_pretrained_source():
 # -- the replication ----------------------------------------------------------------------------------------------
 def test_the_pretrained_replication_runs_at_its_own_preset_only():
     """Its settings are null at every other preset, so the tiny default is unchanged; at its preset the
-    translation replications run beside it (on the shipped Bergamot model), the from-scratch ones do not."""
+    translation replications run beside it (on the shipped Bergamot model), and the decoding-speed one on both
+    shipped models; the from-scratch ones do not."""
     tiny = dag_for(REPLICATIONS, "tiny")
     assert "pretrained" not in tiny and "michel2019" in tiny
     own = dag_for(REPLICATIONS, "pretrained")
-    assert set(build(REPLICATIONS, own).of) == {"pretrained", "michel2019", "voita2019"}
+    assert set(build(REPLICATIONS, own).of) == {"pretrained", "michel2019", "voita2019", "decoding"}
     with pytest.raises(SheetError, match="does not run at preset"):
         dag_for(REPLICATIONS, "tiny", {"pretrained": {"ratios": [0.5]}})
 
