@@ -152,29 +152,36 @@ def _holder(lock: Path) -> str:
 
 
 @contextmanager
-def claim(path: str | Path, command: str) -> Iterator[Path]:
+def claim(path: str | Path, command: str, part: str | None = None) -> Iterator[Path]:
     """Hold the advisory lock of the output ``path`` (as :func:`target` returned it) while the block runs; a
-    second writer of the same output is refused, naming the holder's process id. Folders made here for the
-    lock are removed again when the block fails and left them empty: a refused command leaves no trace.
-    A stream needs no lock."""
+    second writer of the same output is refused, naming the holder's process id. A command that writes one
+    ``part`` of a folder (one table of a replication's report, its claims page) shares the folder's lock and
+    holds the part's alone: the workflow renders a folder's parts in parallel, and a writer of the whole folder
+    still excludes them all. Folders made here for the lock are removed again when the block fails and left them
+    empty: a refused command leaves no trace. A stream needs no lock."""
     path = Path(path)
     if is_stream(path):
         yield path
         return
     made = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
     path.parent.mkdir(parents=True, exist_ok=True)
-    lock = lock_path(path)
-    fd = -1
+    where = f"{command}: --out {path}" if command else f"--out {path}"
+    locks = [(lock_path(path), part is not None)]
+    if part is not None:
+        locks.append((path.with_name(f".{path.name}.{part}.lock"), False))
+    fds: list[tuple[Path, int, bool]] = []
     try:
-        fd = _acquire(lock, f"{command}: --out {path}" if command else f"--out {path}")
+        for lock, shared in locks:
+            named = where if shared or part is None else f"{where} ({part})"
+            fds.append((lock, _acquire(lock, named, shared), shared))
         try:
             yield path
         finally:
-            lock.unlink(missing_ok=True)  # while still held: the next writer then locks a fresh file
-            os.close(fd)
-            fd = -1
+            for lock, fd, shared in reversed(fds):
+                _release(lock, fd, shared)
+            fds = []
     except BaseException:
-        if fd >= 0:
+        for _, fd, _ in fds:
             os.close(fd)
         for folder in made:  # innermost first
             try:
@@ -184,11 +191,11 @@ def claim(path: str | Path, command: str) -> Iterator[Path]:
         raise
 
 
-def _acquire(lock: Path, where: str) -> int:
+def _acquire(lock: Path, where: str, shared: bool = False) -> int:
     while True:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             raise OutputBusy(f"{where} is being written by {_holder(lock)} (lock {lock}); wait for it to end, "
@@ -198,9 +205,24 @@ def _acquire(lock: Path, where: str) -> int:
         except FileNotFoundError:
             same = False
         if same:
-            os.ftruncate(fd, 0)
-            os.write(fd, f"{os.getpid()}\n".encode())
+            if not shared:  # a shared lock's file names its first holder, left as it is
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())
             return fd
+        os.close(fd)
+
+
+def _release(lock: Path, fd: int, shared: bool) -> None:
+    """Give the lock up, removing its file while it is still held alone: the next writer then locks a fresh file,
+    and no lock file is left beside a finished output. A sharer removes it only if it is the last one holding it."""
+    try:
+        if shared:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the last sharer: no other holder is left
+            except BlockingIOError:
+                return
+        lock.unlink(missing_ok=True)
+    finally:
         os.close(fd)
 
 
@@ -260,11 +282,11 @@ def writes_outputs(func: Callable) -> Callable:
     return run
 
 
-def hold(out: str | Path, command: str, kind: str = FILE) -> Path:
-    """:func:`target`, then :func:`claim` until the command (decorated with :func:`writes_outputs`) ends; the
-    path to write. Outside such a command only the checks run."""
+def hold(out: str | Path, command: str, kind: str = FILE, part: str | None = None) -> Path:
+    """:func:`target`, then :func:`claim` (of ``part`` of the folder, if given) until the command (decorated with
+    :func:`writes_outputs`) ends; the path to write. Outside such a command only the checks run."""
     path = target(out, command, kind)
     stack = _HELD.get()
     if stack is not None:
-        stack.enter_context(claim(path, command))
+        stack.enter_context(claim(path, command, part))
     return path

@@ -181,6 +181,27 @@ def test_a_second_writer_of_one_out_is_refused_naming_the_holder(run, runs, base
         assert not pruned.exists()
 
 
+def test_parts_of_one_folder_are_written_side_by_side_and_the_whole_folder_excludes_them(tmp_path):
+    """The workflow renders a replication's tables, figures and claims page into one folder in parallel jobs
+    (the smoke DAG failed on the folder's lock): each holds its part alone and shares the folder's lock."""
+    from heads.io import InputError
+    from heads.outpath import claim
+
+    out = tmp_path / "michel2019"
+    with claim(out, "report", "report-curve"), claim(out, "claims", "claims"):
+        with pytest.raises(InputError, match=r"\(report-curve\) is being written by"):
+            with claim(out, "report", "report-curve"):
+                pass
+        with pytest.raises(InputError, match="being written by"):  # the whole folder waits for every part
+            with claim(out, "report"):
+                pass
+    with claim(out, "report"):  # all parts ended: the whole folder is free, and a part is refused while it runs
+        with pytest.raises(InputError, match="being written by"):
+            with claim(out, "claims", "claims"):
+                pass
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".lock")] == []  # no lock file left behind
+
+
 # -- a refused start writes nothing -------------------------------------------------------------------------------
 def test_a_start_that_fails_before_its_first_checkpoint_leaves_nothing(base, tmp_path, capsys, monkeypatch):
     import heads.run

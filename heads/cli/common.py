@@ -288,14 +288,15 @@ def check_out_file(out: Path | None, lock: bool = True) -> Path | None:
         raise fail(str(exc)) from None
 
 
-def claim_out(out: Path, command: str, kind: str) -> Path:
+def claim_out(out: Path, command: str, kind: str, part: str | None = None) -> Path:
     """A folder or file output of ``command`` (``heads.outpath``'s kinds), checked and claimed by the one rule of
-    :mod:`heads.outpath` until the command ends; the path to write (a symlink followed)."""
+    :mod:`heads.outpath` until the command ends (only ``part`` of a folder, where the command writes just that);
+    the path to write (a symlink followed)."""
     from heads.io import OutputConflict
     from heads.outpath import hold
 
     try:
-        return hold(out, "", kind)
+        return hold(out, "", kind, part)
     except OutputConflict as exc:
         raise fail(f"{command}: {exc}") from None
 

@@ -72,7 +72,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         artefacts(args.replication, args.replications)
     except TableSpecError as exc:
         raise fail(f"report: {exc}") from None
-    out = claim_out(args.out, "report", FOLDER)
+    # one table or figure (the workflow renders them in parallel), or all figures: a part of the folder
+    part = args.only or ("figures" if args.figures_only else None)
+    out = claim_out(args.out, "report", FOLDER, part=None if part is None else f"report-{part}")
     tree = _tree(args.runs, _listed(args.tasks, "--tasks", "task"), _listed(args.labels, "--labels", "run"))
     try:
         written = render_replication(
@@ -107,7 +109,7 @@ def cmd_claims(args: argparse.Namespace) -> int:
     from heads.report import ClaimSpecError, evaluate_all, load_all, write_ledger
     from heads.report.ledger import LedgerError, merge_baselines, merge_results, merged_environments
 
-    out = claim_out(args.out, "claims", FOLDER)
+    out = claim_out(args.out, "claims", FOLDER, part="claims")  # beside the report's tables in the same folder
     try:
         claims = load_all(args.replications)
     except ClaimSpecError as exc:
