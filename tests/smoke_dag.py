@@ -76,6 +76,8 @@ def untimed_results(out: Path) -> dict[str, object]:
         rel = path.relative_to(out).as_posix()
         if "speed" in rel or "clock" in rel:  # inference speed, training-step times: nothing but clock readings
             continue
+        if rel.startswith(".settings/"):  # what the run sheet declared (the jobs' inputs), not what they measured
+            continue
         if path.name == "claims.json":  # the ledger as data: its time-based claims are those of the CSV beside it
             timed = {r["claim"] for r in csv.DictReader(path.with_name("claims.csv").open())
                      if TIMING.search(r.get("quantity", ""))}
