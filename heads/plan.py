@@ -249,6 +249,15 @@ def analysis_job(e: RunSpec, cfg: RunConfig) -> Job:
         scoring *= max(1, len(o.get("domains", [])))  # --domains: the batches are drawn from each domain
         examples = scoring + (_eval_examples(cfg) if o.get("evaluate") else 0)
         disk = 4 * s.params
+    elif e.command == "mask":  # scoring (forward + backward), the oracle's measurements, every mask on the test set
+        units = list(o.get("units", ["head", "group"]))
+        kv = getattr(s.config, "num_key_value_heads", None) or s.config.num_attention_heads
+        per_unit = {"head": heads, "group": heads * kv // s.config.num_attention_heads}
+        masks = len(units) * len(o.get("orders", ["importance"])) * len(o.get("ratios", [0.3, 0.5]))
+        examples = 3 * o.get("score_windows", 16) + (masks + 1) * o.get("test_windows", 256)
+        if "oracle" in o.get("orders", []):  # each level closes every open unit alone on the scoring windows
+            levels = math.floor(max(o.get("ratios", [0.5])) / o.get("oracle_step", 0.1) + 1e-9)
+            examples += sum(per_unit[u] for u in units) * levels * o.get("score_windows", 16)
     elif e.command == "roles":  # the pruned model and its reference
         examples = 2 * o.get("batches", 4) * b
     elif e.command == "redundancy":  # one pass over the batches per similarity definition

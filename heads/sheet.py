@@ -26,7 +26,7 @@ from typing import Any
 # What a sheet entry runs: the ``heads`` command, and the file that marks it done (relative to the label).
 COMMANDS = {"train": "summary.json", "prune": "summary.json", "ablate": ".json", "curve": ".json",
             "speed": ".json", "roles": ".json", "redundancy": ".json", "shift": ".json",
-            "memory": ".json", "clock": ".json", "trivial": ".json", "decode-speed": ".json"}
+            "memory": ".json", "clock": ".json", "trivial": ".json", "decode-speed": ".json", "mask": ".json"}
 
 
 class SheetError(ValueError):

@@ -127,3 +127,21 @@ def model_row(rows: list[dict], sel: Mapping[str, Any]) -> float | None:
     ``model`` (the pruned arm, default) or ``dropout`` (the baseline under warm-up attention dropout), step and
     throughput ratios against the baseline on the wall or CPU clock)."""
     return next((number(r.get(sel["measure"])) for r in rows if r["role"] == str(sel.get("model", "model"))), None)
+
+
+MASK_UNITS = ("head", "group", "none")
+
+
+def mask_row(rows: list[dict], sel: Mapping[str, Any]) -> dict | None:
+    """The row of ``heads mask`` a selector names: its ``unit`` (head, group; ``none``: the unmasked model) at
+    its ``ratio``."""
+    unit = str(sel.get("unit", "head"))
+    ratio = 0.0 if unit == "none" else number(sel.get("ratio"))
+    return next((r for r in rows if r.get("unit") == unit and ratio is not None
+                 and abs(float(r["ratio"]) - ratio) < 1e-9), None)
+
+
+def mask(rows: list[dict], sel: Mapping[str, Any]) -> float | None:
+    """A mask's ``loss`` (nats per token), ``delta_loss`` (against the unmasked model) or ``relative`` change."""
+    row = mask_row(rows, sel)
+    return number(row.get(sel["measure"])) if row else None

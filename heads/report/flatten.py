@@ -128,3 +128,15 @@ def decoding(data: Any, arm: str, knob: float | None) -> Iterator[dict]:
             scaled = {name: r[k] / 2**20 for name, k in MIB.items() if number(r.get(k)) is not None}
             gflops = r["flops"] / 1e9 if number(r.get("flops")) is not None else None
             yield {**r, **scaled, "gflops": gflops, "reference": data.get("reference")}
+
+
+def masks(data: Any, arm: str, knob: float | None) -> Iterator[dict]:
+    """Masked pruning (``heads mask``): the unmasked model (``unit`` none), then a row per (unit, order, ratio)."""
+    base = as_dict(data.get("baseline"))
+    if number(base.get("loss")) is None:
+        return
+    yield {"unit": "none", "order": "none", "ratio": 0.0, "loss": base["loss"], "perplexity": base.get("perplexity"),
+           "delta_loss": 0.0, "relative": 0.0, "heads_closed": 0, "units_closed": 0}
+    for r in as_list(data.get("rows")):
+        if isinstance(r, dict) and number(r.get("loss")) is not None and number(r.get("ratio")) is not None:
+            yield {k: v for k, v in r.items() if k != "closed"}

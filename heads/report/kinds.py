@@ -105,6 +105,11 @@ KINDS: dict[str, Kind] = {
         keys=frozenset({"step", "measure", "pooling", "space"}), value=estimators.definition,
         label="{task} redundancy at {arm} {pooling} {measure}", arm="step"),
     "redundancy_genre": Kind(analysis="redundancy_genre", command="redundancy", flatten=flatten.definitions),
+    # masks evaluated on one common test set: measures._attach_mask_examples resamples its texts
+    "mask": Kind(
+        analysis="mask", command="mask", flatten=flatten.masks, measures=("loss", "delta_loss", "relative"),
+        keys=frozenset({"arm", "unit", "ratio", "measure"}), required=("arm",), value=estimators.mask,
+        label="{task} mask {arm} {unit} {where} {measure}", arm="arm"),
 }
 # the run records' own selector (``from: run``, the default): not an analysis, so not a kind of rows above
 RUN_KEYS = frozenset({"variant", "arm", "ratio", "field", "pick", "target", "pruned"})

@@ -332,7 +332,47 @@ def _analysis(tree: RunTree, sel: Mapping[str, Any]) -> SeedValues:
     if kind == "ablation" and sel["measure"] == "significant_share" and sel.get("alpha") is not None:
         for seed in list(series.values):
             _attach_ablation_examples(series, seed, tree.analysis_examples(task, kind, arm, seed), sel)
+    if kind == "mask" and sel["measure"] == "loss":
+        for seed in list(series.values):
+            _attach_mask_examples(series, seed, tree.analysis_examples(task, kind, arm, seed), sel)
     return series
+
+
+def _attach_mask_examples(series: SeedValues, seed: int, kept: Mapping[str, Any] | None,
+                          sel: Mapping[str, Any]) -> None:
+    """Where ``heads mask`` kept its per-window losses, the mask's loss recomputed on a resample of the *texts*
+    the windows come from (a cluster bootstrap: windows cut from one article are not independent), the same
+    texts for every replicate and both sides of a claim."""
+    if kept is None:
+        return
+    unit, ratio = str(sel.get("unit", "head")), sel.get("ratio")
+    try:
+        cols = kept["columns"]
+        clusters = np.asarray(cols["cluster"])
+        tokens = np.asarray(cols["tokens"], dtype=np.float64)
+        if unit == "none":
+            losses = np.asarray(cols["base"], dtype=np.float64)
+        else:
+            at = next(i for i, (u, _, r) in enumerate(kept["rows"])
+                      if u == unit and abs(float(r) - float(ratio)) < 1e-9)
+            losses = np.asarray(cols["masked"][at], dtype=np.float64)
+    except (KeyError, TypeError, ValueError, StopIteration):
+        return
+    if not (clusters.shape == tokens.shape == losses.shape) or tokens.sum() <= 0:
+        return
+    texts = np.unique(clusters)
+    members = [np.flatnonzero(clusters == t) for t in texts]
+
+    def loss(idx: Any) -> float:
+        if idx is None:
+            return float(losses.sum() / tokens.sum())
+        windows = np.concatenate([members[i] for i in idx])
+        return float(losses[windows].sum() / tokens[windows].sum())
+
+    if abs(loss(None) - series.values[seed]) > 1e-6 * max(1.0, abs(series.values[seed])):
+        return  # not the windows the result was computed on: keep the seed-level test
+    series.resample[seed] = loss
+    series.units[seed] = len(texts)
 
 
 def _attach_ablation_examples(series: SeedValues, seed: int, kept: Mapping[str, Any] | None,

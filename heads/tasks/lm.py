@@ -11,7 +11,7 @@ from heads.config import RunConfig
 from heads.examples import KEY
 from heads.metrics import TASK_METRIC, perplexity
 from heads.placement import on_model
-from heads.tasks.base import Task, mean_loss
+from heads.tasks.base import Task, mean_loss, shard_of
 from heads.tasks.batching import eval_batches
 from heads.tasks.registry import register_task
 from heads.tasks.text import build_or_load, task_tokenizer
@@ -50,15 +50,29 @@ class LanguageModelling(Task):
 
     empty_hint = "the split holds fewer tokens than one window; lower data.seq_len or add text"
 
-    def encode(self, cfg: RunConfig, tokenizer, split: str) -> list[list[int]]:
-        """Verses joined by <eos> into one stream, cut into non-overlapping windows of seq_len."""
+    def _stream(self, cfg: RunConfig, tokenizer, split: str) -> tuple[list[int], list[int]]:
+        """The split's texts (verses, articles) joined by <eos> into one token stream, and each token's text."""
         texts = [t for t in self.splits(cfg)[split]["text"] if t.strip()]
         stream: list[int] = []
-        for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]:
+        owner: list[int] = []
+        for row, ids in enumerate(tokenizer(texts, add_special_tokens=False)["input_ids"]):
             stream.extend(ids)
             stream.append(tokenizer.eos_token_id)
+            owner.extend([row] * (len(ids) + 1))
+        return stream, owner
+
+    def encode(self, cfg: RunConfig, tokenizer, split: str) -> list[list[int]]:
+        """Verses joined by <eos> into one stream, cut into non-overlapping windows of seq_len."""
+        stream, _ = self._stream(cfg, tokenizer, split)
         n = cfg.data.seq_len
         return [stream[i : i + n] for i in range(0, len(stream) - n + 1, n)]
+
+    def clusters(self, cfg: RunConfig, tokenizer, split: str) -> list[int]:
+        """The text (article, verse) each window of :meth:`examples` starts in: windows cut from one text are
+        not independent samples, so a bootstrap resamples texts (``heads mask``'s cluster bootstrap)."""
+        _, owner = self._stream(cfg, tokenizer, split)
+        n = cfg.data.seq_len
+        return shard_of(cfg, [owner[i] for i in range(0, len(owner) - n + 1, n)], split)
 
     def collate(self, examples: list[list[int]]) -> dict[str, torch.Tensor]:
         ids = torch.tensor(examples, dtype=torch.long)

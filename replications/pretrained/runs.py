@@ -78,4 +78,26 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                                arm=f"importance{s['roles_ratio']}", config=shard,
                                options={"task": True, "datasets": list(s["shift_datasets"])},
                                paths={"source": pruned, "reference": base.label}, after=(pruned, base.label)))
+    out += _masking(s, seeds)
+    return out
+
+
+def _masking(s: dict, seeds: list[int]) -> list[RunSpec]:
+    """Michel's unit on this model: per replicate of the procedure (its own slice of the validation windows),
+    single query heads and whole key/value groups masked by importance at each ratio, all scored on one common
+    test set; the oracle order (greedy by measured cost) on the first ``oracle_replicates``. The replicates are
+    the seeds of these claims, whatever the preset's shards are; every job reads the shipped model through the
+    first shard's baseline (``train.steps: 0``: the model as shipped)."""
+    source = run_label(TASK, "baseline", "none", 0.0, seeds[0])
+    common = {"units": ["head", "group"], "ratios": list(s["mask_ratios"]), "test_windows": s["mask_test_windows"]}
+    out = []
+    for arm, replicates, orders, windows in (
+            ("importance", s["mask_replicates"], ["importance"], s["mask_score_windows"]),
+            ("oracle", s["oracle_replicates"], ["oracle"], s["oracle_score_windows"])):
+        for r in range(replicates):
+            out.append(RunSpec(label=analysis_label(TASK, "mask", arm, seed=r), command="mask",
+                               replication=REPLICATION, task=TASK, seed=r, variant="mask", arm=arm,
+                               options={**common, "orders": orders, "seed": r, "score_windows": windows,
+                                        **({"oracle_step": s["oracle_step"]} if arm == "oracle" else {})},
+                               paths={"source": source}, after=(source,)))
     return out

@@ -38,7 +38,8 @@ rule analyse:
         f"logs/{PRESET}/benchmarks/runs/{{label}}.tsv"
     wildcard_constraints:
         label=labels_of(
-            "ablate", "curve", "speed", "roles", "redundancy", "shift", "memory", "clock", "trivial", "decode-speed"
+            "ablate", "curve", "speed", "roles", "redundancy", "shift", "memory", "clock", "trivial", "decode-speed",
+            "mask",
         ),
     conda:
         "../../environment.yml"

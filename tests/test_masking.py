@@ -1,0 +1,193 @@
+"""Michel's masked pruning on a grouped-query model (heads.analysis.masking): single query heads and whole groups
+at an equal share, importance with a tied group gate, an oracle by measurement, masks evaluated exactly."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from heads import models
+from heads.analysis.masking import (
+    evaluate_masks,
+    importances,
+    masking,
+    oracle_masks,
+    units_of,
+)
+from heads.scoring.select import group_sizes
+from heads.surgery import install, prune_heads
+from heads.surgery.gates import gates
+from tests.conftest import batch_for, refused
+
+
+def _gqa(seed: int = 0):
+    # 2 layers x 6 query heads in 2 key/value groups of 3, as SmolLM2's 9 in 3
+    return models.llama(vocab=256, d=48, layers=2, heads=6, kv_heads=2, seed=seed).eval()
+
+
+def _batches(n: int = 2, seed: int = 0) -> list[dict]:
+    out = []
+    for k in range(n):
+        b = batch_for("llama", batch=4, seq=12, seed=seed + k)
+        b["attention_mask"] = torch.ones_like(b["input_ids"])  # whole windows, as the LM task's
+        out.append(b)
+    return out
+
+
+def test_units_are_query_heads_or_their_key_value_groups():
+    model = _gqa()
+    heads, groups = units_of(model, "head"), units_of(model, "group")
+    assert len(heads) == 12 and len(groups) == 4
+    assert [u.positions for u in groups[:2]] == [(0, 1, 2), (3, 4, 5)]
+
+
+def test_group_importance_is_a_tied_gate_not_the_mean_of_its_heads():
+    model, batches = _gqa(), _batches()
+    found = importances(model, batches, group_sizes(model))
+    site = next(iter(found.group))
+    install(model)
+    # the tied gate's gradient, taken directly: one scalar gate per group shared by its three heads
+    grads = []
+    for g in range(2):
+        total = 0.0
+        for batch in batches:
+            for row in range(batch["labels"].shape[0]):
+                one = {k: v[row:row + 1] for k, v in batch.items()}
+                xi = torch.ones(1, requires_grad=True)
+                closed = torch.ones(6)
+                gate = torch.cat([closed[: 3 * g], xi.expand(3), closed[3 * g + 3:]])
+                with gates(model, {site: gate}):
+                    out = model(**one)
+                # the per-example loss is the window's mean token loss, as the scorer's
+                (grad,) = torch.autograd.grad(out.loss, xi)
+                total += float(grad.abs())
+        grads.append(total)
+    raw = torch.tensor(grads, dtype=torch.float64)
+    assert torch.allclose(found.group[site], raw / raw.norm(), atol=1e-4)
+    # and it is not the mean of the heads' own scores (|sum| <= sum of |.|)
+    heads = found.head[site].view(2, 3).mean(-1)
+    assert not torch.allclose(heads / heads.norm(), found.group[site], atol=1e-6)
+
+
+def test_masking_closes_the_asked_share_in_either_unit():
+    model, batches = _gqa(), _batches()
+    result = masking(model, batches[:1], batches[1:], units=("head", "group"), orders=("importance", "random"),
+                     ratios=(0.25, 0.5), seed=3)
+    rows = {(r["unit"], r["order"], r["ratio"]): r for r in result["rows"]}
+    # 12 query heads: a quarter is 3 heads or 1 group of 3; half is 6 heads or 2 groups
+    assert rows[("head", "importance", 0.25)]["heads_closed"] == 3
+    assert rows[("group", "importance", 0.25)]["units_closed"] == 1
+    assert rows[("head", "random", 0.5)]["heads_closed"] == 6
+    assert rows[("group", "random", 0.5)]["heads_closed"] == 6
+    for r in result["rows"]:  # every site keeps a unit open (floor 1)
+        for closed in r["closed"].values():
+            assert len(closed) < 6
+        assert math.isclose(r["delta_loss"], r["loss"] - result["baseline"]["loss"], abs_tol=1e-12)
+    cols = result["columns"]
+    assert len(cols["masked"]) == len(result["rows"]) and len(cols["masked"][0]) == len(cols["base"]) == 4
+
+
+def test_a_closed_group_evaluates_as_the_group_pruned():
+    model, batches = _gqa(), _batches()
+    result = masking(model, batches[:1], batches[1:], units=("group",), orders=("importance",), ratios=(0.5,))
+    row = result["rows"][0]
+    pruned = _gqa()
+    prune_heads(pruned, row["closed"])
+    with torch.no_grad():
+        out = pruned(**batches[1])
+    assert math.isclose(row["loss"], float(out.loss), rel_tol=1e-5)
+
+
+def test_the_oracle_closes_the_cheapest_unit_it_measures():
+    model, batches = _gqa(), _batches()
+    units = units_of(model, "head")
+    masks, levels = oracle_masks(model, batches[:1], units, "head", [1 / 12], 12, step=0.5)
+    assert len(masks) == 1 and len(masks[0].closed) == 1
+    # close each head alone and measure: the oracle's choice is the cheapest
+    costs = []
+    for u in units:
+        _, stats = evaluate_masks(model, batches[:1], [type(masks[0])("head", "x", 0.1, (u,))])
+        costs.append(float(stats.corpus_loss()[0]))
+    assert units[costs.index(min(costs))] == masks[0].closed[0]
+    assert levels[0]["measured"] == 12
+
+
+def test_the_oracle_is_no_worse_than_random_on_its_own_windows():
+    model, batches = _gqa(seed=1), _batches()
+    result = masking(model, batches, batches, units=("head",), orders=("oracle", "random"), ratios=(0.5,),
+                     oracle_step=0.25)
+    loss = {r["order"]: r["loss"] for r in result["rows"]}
+    assert loss["oracle"] <= loss["random"] + 1e-6
+
+
+def test_bad_units_orders_and_ratios_are_refused():
+    model, batches = _gqa(), _batches(1)
+    with pytest.raises(ValueError, match="unknown units or orders"):
+        masking(model, batches, batches, units=("layer",))
+    with pytest.raises(ValueError, match="ratios must lie"):
+        masking(model, batches, batches, ratios=(1.0,))
+
+
+@pytest.fixture(scope="module")
+def mask_tree(tmp_path_factory, data_root):
+    """A smoke LM run and two replicates of ``heads mask`` on it, laid out as a run tree."""
+    from heads.cli import main
+
+    root = tmp_path_factory.mktemp("mask")
+    run = root / "runs" / "lm" / "baseline" / "none" / "0.0" / "seed0"
+    assert main(["train", "--task", "lm", "--preset", "smoke", "--out", str(run), f"data.root={data_root}",
+                 "train.progress=false"]) == 0
+    for r in (0, 1):
+        label = f"lm/analysis/mask/importance/seed{r}"
+        identity = {"arm": "importance", "from_run": "lm/baseline/none/0.0/seed0", "kind": "mask", "knob": None,
+                    "label": label, "ratio": 0.0, "seed": r, "task": "lm", "variant": "mask"}
+        assert main(["mask", str(run), "--ratios", "0.25", "0.5", "--seed", str(r), "--score-windows", "2",
+                     "--test-windows", "6", "--run", json.dumps(identity),
+                     "--out", str(root / "runs" / f"{label}.json"), f"data.root={data_root}"]) == 0
+    return root / "runs"
+
+
+def test_mask_writes_rows_and_per_window_losses_by_text(mask_tree):
+    result = json.loads((mask_tree / "lm/analysis/mask/importance/seed0.json").read_text())
+    kept = json.loads((mask_tree / "lm/analysis/mask/importance/seed0.examples.json").read_text())
+    assert [(r["unit"], r["ratio"]) for r in result["rows"]] == [("head", 0.25), ("head", 0.5), ("group", 0.25),
+                                                                   ("group", 0.5)]
+    assert result["test"]["windows"] == kept["units"] == 6 and len(kept["columns"]["cluster"]) == 6
+    tokens = np.asarray(kept["columns"]["tokens"], dtype=float)
+    for row, losses in zip(result["rows"], kept["columns"]["masked"], strict=True):
+        assert row["loss"] == pytest.approx(float(np.sum(losses) / tokens.sum()), rel=1e-6)
+    # replicates score on disjoint slices of the validation windows, on the same test windows
+    other = json.loads((mask_tree / "lm/analysis/mask/importance/seed1.json").read_text())
+    assert other["baseline"] == result["baseline"] and other["scoring"]["replicate"] == 1
+
+
+def test_the_report_resamples_texts_for_both_sides_alike(mask_tree):
+    from heads.report.collect import RunTree
+    from heads.report.measures import measure
+
+    tree = RunTree(mask_tree)
+    head = measure(tree, {"from": "mask", "task": "lm", "arm": "importance", "unit": "head", "ratio": 0.5,
+                          "measure": "loss"})
+    base = measure(tree, {"from": "mask", "task": "lm", "arm": "importance", "unit": "none", "measure": "loss"})
+    assert sorted(head.values) == [0, 1] and base.values[0] == base.values[1]
+    assert head.units[0] == base.units[0] <= 6  # texts, not windows
+    every = np.arange(head.units[0])
+    assert head.resample[0](every) == pytest.approx(head.values[0], rel=1e-9)
+    assert head.resample[0](None) == pytest.approx(head.values[0], rel=1e-9)
+    delta = measure(tree, {"from": "mask", "task": "lm", "arm": "importance", "unit": "group", "ratio": 0.25,
+                           "measure": "delta_loss"})
+    assert delta.values[0] == pytest.approx(
+        measure(tree, {"from": "mask", "task": "lm", "arm": "importance", "unit": "group", "ratio": 0.25,
+                       "measure": "loss"}).values[0] - base.values[0], abs=1e-9)
+
+
+def test_mask_refuses_a_replicate_beyond_the_scoring_split(mask_tree, data_root, tmp_path, capsys):
+    run = mask_tree / "lm/baseline/none/0.0/seed0"
+    refused(["mask", str(run), "--seed", "100000", "--out", str(tmp_path / "m.json"), f"data.root={data_root}"],
+            capsys, "replicate 100000", "disjoint slices")
+    refused(["mask", str(run), "--orders", "best", "--out", str(tmp_path / "m.json")], capsys, "unknown ['best']")
+    assert not (tmp_path / "m.json").exists()
