@@ -149,9 +149,10 @@ def example_replicates(claim: Claim, seeds: Sequence[int], a: SeedValues, b: See
 def _estimate(claim: Claim, per_seed: dict[int, float], a: SeedValues, b: SeedValues | None) -> Estimate:
     """Two-level where the runs kept example-level values (:func:`example_replicates`), else over seeds alone."""
     values = list(per_seed.values())
-    # seeds that are shards of the examples already sample them (Claim.seeds_are)
-    replicates = example_replicates(claim, sorted(per_seed), a, b) if len(values) >= 2 and not claim.seeds_are \
-        else None
+    # seeds that are shards of the examples already sample them (Claim.seeds_are), unless every seed was scored on
+    # the same examples (Claim.common_test: replicates of a procedure on one test set)
+    replicates = example_replicates(claim, sorted(per_seed), a, b) if len(values) >= 2 and (
+        not claim.seeds_are or claim.common_test) else None
     return estimate(values) if replicates is None else two_level(values, replicates)
 
 
@@ -172,19 +173,33 @@ def _values(values: Sequence[float]) -> str:
 
 def check_preconditions(claim: Claim, tree: RunTree) -> tuple[str, str | None]:
     """``(column text, verdict or None)``: *not tested* when a precondition fails, *inconclusive* when one cannot
-    be measured, None when all hold (or none is declared)."""
+    be measured, None when all hold (or none is declared, or only ones that guard a single verdict are not met:
+    :func:`guarded_preconditions`)."""
+    text, blocked, _ = guarded_preconditions(claim, tree)
+    return text, blocked
+
+
+def guarded_preconditions(claim: Claim, tree: RunTree) -> tuple[str, str | None, dict[str, str]]:
+    """:func:`check_preconditions` and, third, what a precondition that guards one verdict only (``guards:``)
+    turns that verdict into when the claim's test gives it: *not tested* when one is not met, *inconclusive*
+    when one cannot be measured (any other verdict stands). Only preconditions without ``guards`` block the
+    claim whatever its test gives."""
     if not claim.requires:
-        return ("none needed" if claim.declared else "none declared"), None
+        return ("none needed" if claim.declared else "none declared"), None, {}
     met, failed, unmeasured = [], [], []
+    guarded: dict[str, str] = {}
     for pre in claim.requires:
+        only = f" (blocks {pre.guards} only)" if pre.guards else ""
         try:
             per_seed, problems = precondition_values(tree, pre.a, pre.b)
             values = list(per_seed.values())
         except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
-            unmeasured.append(f"{pre.what}: {exc}")
+            unmeasured.append(f"{pre.what}: {exc}{only}")
+            _block(pre.guards, INCONCLUSIVE, guarded)
             continue
         if not values or problems:
-            unmeasured.append(f"{pre.what}: " + (_short(problems) or "no value"))
+            unmeasured.append(f"{pre.what}: " + (_short(problems) or "no value") + only)
+            _block(pre.guards, INCONCLUSIVE, guarded)
             continue
         # a yardstick run on fewer seeds (a longer training on the first) is said as such, not as "every seed"
         where = "on every seed" if len(values) > 1 else f"(measured on seed {next(iter(per_seed))} only)"
@@ -192,12 +207,25 @@ def check_preconditions(claim: Claim, tree: RunTree) -> tuple[str, str | None]:
         if all(pre.holds(v) for v in values):
             met.append(words)
         else:
-            failed.append(words + (f"; {pre.why}" if pre.why else ""))
+            failed.append(words + only + (f"; {pre.why}" if pre.why else ""))
+            _block(pre.guards, NOT_TESTED, guarded)
+    blocked = guarded.pop("", None)  # what the preconditions without guards make of the claim, whatever its test
     if failed:
-        return "not met: " + "; ".join(failed), NOT_TESTED
+        text = "not met: " + "; ".join(failed)
+        # a guarded failure blocks nothing else: a precondition that could not be measured is said beside it
+        return (text + ("; not measured: " + "; ".join(unmeasured) if unmeasured and blocked != NOT_TESTED
+                        else "")), blocked, guarded
     if unmeasured:
-        return "not measured: " + "; ".join(unmeasured), INCONCLUSIVE
-    return "met: " + "; ".join(met), None
+        return "not measured: " + "; ".join(unmeasured), blocked, guarded
+    return "met: " + "; ".join(met), None, guarded
+
+
+def _block(guards: str | None, verdict: str, guarded: dict[str, str]) -> None:
+    """Record that ``guards`` (a verdict, or "" for every verdict) becomes ``verdict``; *not tested* outranks
+    *inconclusive*, as a failed precondition outranks one that could not be measured."""
+    key = guards or ""
+    if guarded.get(key) != NOT_TESTED:
+        guarded[key] = verdict
 
 
 def not_tested(claim: Claim, why: str | None = None) -> ClaimResult:
@@ -238,7 +266,7 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
         # model was made that could show the claim, which is not the same as a run that went missing
         return not_tested(claim, f"this preset runs no {claim.task!r} models for {claim.replication} (its runs are "
                                  f"on {sorted(tree.only)})")
-    precondition, blocked = check_preconditions(claim, tree)
+    precondition, blocked, guarded = guarded_preconditions(claim, tree)
     try:
         a = measure(tree, claim.a)
         b = measure(tree, claim.b) if claim.b is not None else None
@@ -298,6 +326,15 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
         result, lead = INCONCLUSIVE, "one seed only: no interval"
     else:
         result, lead, tested = decision.verdict, decision.reason, True
+    if tested and result in guarded:
+        # a precondition that guards this verdict alone was not met (or not measured): the verdict is withheld
+        result, tested = guarded[result], False
+        lead = ("the models do not meet the precondition (see its column)" if result == NOT_TESTED
+                else "a precondition could not be measured (see its column)")
+    elif guarded and blocked is None:
+        notes[:0] = [f"a precondition that guards '{v}' only was {'not met' if w == NOT_TESTED else 'not measured'} "
+                     f"(see its column): it would have withheld '{v}', not the '{result}' the claim gave"
+                     for v, w in sorted(guarded.items())]
     if idle and (est.n or failed):
         notes.append(f"left out, nothing pruned: {_short(idle)}")
     parts = [lead] + ([f"missing: {_short(unmeasured)}"] if unmeasured else []) + list(dict.fromkeys(notes))
@@ -367,20 +404,24 @@ def _effect_size(claim: Claim, est: Estimate) -> float | None:
 
 
 def adjust(results: Sequence[ClaimResult]) -> None:
-    """Holm's adjustment (:func:`heads.report.stats.holm`) over each replication's tests, in place: the family is
-    the claims of one replication whose test ran (those with a p-value). A verdict its own test made definite
-    that the adjusted p no longer carries becomes *inconclusive*, saying so."""
-    families: dict[str, list[ClaimResult]] = {}
+    """Holm's adjustment (:func:`heads.report.stats.holm`) over each family's tests, in place: a family is the
+    claims of one replication (or of one ``family`` within it, :attr:`Claim.family`) whose test ran (those with a
+    p-value). A verdict its own test made definite that the adjusted p no longer carries becomes *inconclusive*,
+    saying so."""
+    families: dict[tuple[str, str], list[ClaimResult]] = {}
     for r in results:
         if r.p_value is not None:
-            families.setdefault(r.claim.replication, []).append(r)
-    for family in families.values():
+            families.setdefault((r.claim.replication, r.claim.family or r.claim.replication), []).append(r)
+    for (replication, name), family in families.items():
+        # the default family is the replication, said as it always was
+        which = (f"replication {replication}" if name == replication
+                 else f"family {name!r} of replication {replication}")
         for r, p in zip(family, holm([r.p_value for r in family]), strict=True):
             r.p_adjusted = p
             if r.verdict in (SUPPORTED, NOT_SUPPORTED) and p >= ALPHA:
                 r.note = "; ".join(x for x in (
                     f"{r.verdict} by its own test (p {r.p_value:.2g}) but not after Holm's adjustment over the "
-                    f"{len(family)} tests of replication {r.claim.replication} (adjusted p {p:.2g} >= {ALPHA:g})",
+                    f"{len(family)} tests of {which} (adjusted p {p:.2g} >= {ALPHA:g})",
                     r.note) if x)
                 r.verdict = INCONCLUSIVE
 
@@ -456,6 +497,7 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
                     environments: str | None = None) -> str:
     """``CLAIMS.md``: counts per verdict, the rule, then one row per claim."""
     counts = {v: sum(r.verdict == v for r in results) for v in VERDICTS}
+    design = _design_rules(results)
     lines = [
         f"# {title}",
         "",
@@ -493,6 +535,7 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
         "re-ran its runs under another kernel instruction set and thread count (results/bench/perturbation.md). "
         "Paper values are in the paper's own units (see each replication's reference.yaml).",
         "",
+        *([" ".join(design), ""] if design else []),
         *([f"**Environments differ:** {environments}.", ""] if environments else []),
         "| claim | replication | task | claim text | quantity | our effect [95 % CI] | claimed | n seeds "
         "| p | p adjusted | paper | verdict | precondition | note |",
@@ -508,6 +551,27 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
                  r.precondition or "–", "; ".join(x for x in (r.note, r.robustness if r.fragile else "") if x) or "–"]
         lines.append("| " + " | ".join(x.replace("|", "\\|").replace("\n", " ") for x in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _design_rules(results: Sequence[ClaimResult]) -> list[str]:
+    """The rule's sentences on the claims.yaml keys that only some claims use (``family``, ``guards``,
+    ``common_test``): said where a ledger's claims use them, so a ledger that uses none reads as it always did."""
+    claims = [r.claim for r in results]
+    rules = []
+    if any(c.family and c.family != c.replication for c in claims):
+        rules.append("Claims that name a family (one source's claims within a replication) are adjusted over "
+                     "that family alone, not over every claim of the replication.")
+    if any(p.guards for c in claims for p in c.requires):
+        rules.append("A precondition that guards one verdict only (low power can only hide an effect, so a power "
+                     "check guards the verdict that says there is none) withholds that verdict alone: where the "
+                     "claim's test gives it and the precondition is not met, *not tested at this scale* (not "
+                     "measured: *inconclusive*); any other result stands, its note saying what the precondition "
+                     "would have withheld.")
+    if any(c.common_test for c in claims):
+        rules.append("Where every seed of a claim was scored on one common test set (replicates of a procedure, "
+                     "not shards of the text), the two-level interval also counts that set's sampling although "
+                     "the seeds are not training seeds.")
+    return rules
 
 
 def write_ledger(results: Sequence[ClaimResult], out: str | Path, environments: str | None = None,

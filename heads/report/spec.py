@@ -10,14 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from heads.report.measures import SelectorError, check_selector
-from heads.report.stats import DIRECTIONS, TESTS
+from heads.report.stats import DIRECTIONS, NOT_SUPPORTED, SUPPORTED, TESTS
 from heads.yamlio import read_yaml
 
 CLAIM_KINDS = {"value": 0.0, "paired_difference": 0.0, "paired_ratio": 1.0}  # kind -> default null_value
 REQUIRED = ("id", "text")
 KNOWN = {"id", "text", "task", "kind", "a", "b", "direction", "tolerance", "null_value", "relative", "paper_value",
-         "paper", "note", "not_tested", "target", "test", "margin", "requires", "choice"}
-PRECONDITION_KEYS = {"what", "a", "b", "at_least", "at_most", "why"}
+         "paper", "note", "not_tested", "target", "test", "margin", "requires", "choice", "family", "seeds_are",
+         "common_test"}
+PRECONDITION_KEYS = {"what", "a", "b", "at_least", "at_most", "why", "guards"}
+GUARDS = (SUPPORTED, NOT_SUPPORTED)  # the verdicts a precondition may guard alone (``guards:``)
 # Preconditions every replication may name (replications/preconditions.yaml); a claims.yaml may add its own.
 SHARED = "preconditions.yaml"
 
@@ -38,6 +40,10 @@ class Precondition:
     at_most: float | None = None
     why: str = ""
     b: dict | None = None
+    # the one verdict this precondition blocks when not met (None: every verdict, the claim is not tested). Low
+    # power can only hide an effect, so a power check guards only the verdict that says there is none (B1's
+    # "rarely significant": supported); a test that found the effect anyway stands, whatever the power
+    guards: str | None = None
 
     def bound(self) -> str:
         return " and ".join(x for x in (f">= {self.at_least:g}" if self.at_least is not None else "",
@@ -78,6 +84,12 @@ class Claim:
     seeds_are: str | None = None
     # where a threshold, margin or budget that is not the source's own comes from (said in the ledger's note)
     choice: str = ""
+    # the claims of one replication whose p-values Holm adjusts together (claims.yaml's ``family``; None, or the
+    # replication's own name: the whole replication): a source's claims, not unrelated sources' that share a model
+    family: str | None = None
+    # every seed was scored on the same examples (replicates of a procedure on one common test set): the
+    # example-level interval is added although ``seeds_are`` says the seeds are not training seeds
+    common_test: bool = False
 
     @property
     def threshold(self) -> float:
@@ -172,7 +184,12 @@ def parse_precondition(name: str, raw: Any, where: str) -> Precondition:
     high = _number(raw, "at_most", None, f"{where}: precondition {name!r}")
     sel = _selector(raw["a"], {}, f"{where}: precondition {name}.a")
     b = _selector(raw["b"], {}, f"{where}: precondition {name}.b") if raw.get("b") is not None else None
-    return Precondition(name, str(raw.get("what", name)), sel, low, high, str(raw.get("why", "")).strip(), b)
+    guards = raw.get("guards")
+    if guards is not None and guards not in GUARDS:
+        raise ClaimSpecError(f"{where}: precondition {name!r}: guards must be one of {list(GUARDS)} (the one "
+                             f"verdict it blocks when not met), got {guards!r}")
+    return Precondition(name, str(raw.get("what", name)), sel, low, high, str(raw.get("why", "")).strip(), b,
+                        guards)
 
 
 def parse_preconditions(raw: Any, where: str) -> dict[str, Precondition]:
@@ -206,7 +223,9 @@ def parse_claim(raw: Mapping[str, Any], replication: str, where: str,
         raise ClaimSpecError(f"{where}: unknown keys {unknown}; known: {sorted(KNOWN)}")
     common = {"id": str(raw["id"]), "text": str(raw["text"]).strip(), "replication": replication,
               "task": raw.get("task"), "paper_value": raw.get("paper_value"), "paper": str(raw.get("paper", "")),
-              "note": str(raw.get("note", "")), "choice": str(raw.get("choice", "")).strip()}
+              "note": str(raw.get("note", "")), "choice": str(raw.get("choice", "")).strip(),
+              "family": _words(raw, "family", where), "seeds_are": _words(raw, "seeds_are", where),
+              "common_test": _boolean(raw, "common_test", where)}
     if raw.get("not_tested"):
         return Claim(**common, not_tested=str(raw["not_tested"]).strip())
     kind = raw.get("kind", "value")
@@ -242,6 +261,16 @@ def _finite(value: float, key: str, where: str) -> float:
     if not math.isfinite(value):
         raise ClaimSpecError(f"{where}: {key} must be a finite number, got {value!r}")
     return value
+
+
+def _words(raw: Mapping[str, Any], key: str, where: str) -> str | None:
+    """``raw[key]`` as non-empty text, stripped (None when absent): an empty one or a number is refused."""
+    value = raw.get(key)
+    if value is None and key not in raw:
+        return None
+    if not (isinstance(value, str) and value.strip()):
+        raise ClaimSpecError(f"{where}: {key} must be non-empty text, got {value!r}")
+    return value.strip()
 
 
 def _boolean(raw: Mapping[str, Any], key: str, where: str) -> bool:
@@ -283,7 +312,8 @@ def load_claims(path: str | Path, shared: Mapping[str, Precondition] | None = No
     if seeds_are is not None and not (isinstance(seeds_are, str) and seeds_are.strip()):
         raise ClaimSpecError(f"{path}: seeds_are must say in words what a seed is, got {seeds_are!r}")
     claims = [parse_claim(raw, replication, f"{path}:claims[{i}]", named) for i, raw in enumerate(doc["claims"])]
-    return [replace(c, seeds_are=seeds_are.strip()) if seeds_are else c for c in claims]
+    # a claim's own seeds_are says what its seeds are where they differ from the file's (replicates of a procedure)
+    return [replace(c, seeds_are=seeds_are.strip()) if seeds_are and c.seeds_are is None else c for c in claims]
 
 
 def claim_order(claim: Claim) -> tuple:
