@@ -211,14 +211,28 @@ def cmd_roles(args: argparse.Namespace) -> int:
 
 @writes_outputs
 def cmd_redundancy(args: argparse.Namespace) -> int:
-    from heads.analysis.redundancy import redundancy
+    from heads.analysis.control import attach, control_site, planted_control
+    from heads.analysis.redundancy import default_units, redundancy
     from heads.io import write_json
 
     if not 0.0 < args.threshold <= 1.0:
         raise fail(f"redundancy: --threshold is a cosine in (0, 1], got {args.threshold}")
+    if not 0.0 < args.js_threshold <= 1.0:
+        raise fail(f"redundancy: --js-threshold is a divergence in bits in (0, 1], got {args.js_threshold}")
+    if args.space and args.spaces:
+        raise fail("redundancy: give --space or --spaces, not both")
     check_out_file(args.out)
     loaded = load_for_task(args, head=False)
-    common = {"poolings": args.pooling, "space": args.space, "threshold": args.threshold}
+    spaces = list(dict.fromkeys(args.spaces or [args.space or "value"]))
+    units = list(dict.fromkeys(args.units)) if args.units else list(default_units(loaded.model))
+    common = {"poolings": args.pooling, "spaces": spaces, "threshold": args.threshold, "units": args.units,
+              "js": args.js, "js_threshold": args.js_threshold, "split_half": args.split_half}
+    control = None
+    if args.control is not None:  # a site the control cannot use is refused before any measurement
+        try:
+            control_site(loaded.model, [*units, *(["head"] if args.js else [])], args.control or None)
+        except ValueError as exc:
+            raise fail(f"redundancy: {exc}") from None
     with loaded.placement.autocast():
         if args.domains:
             # D7: each domain's own ratio and the stratified one (redundant in every domain), beside the ratio on
@@ -230,18 +244,40 @@ def cmd_redundancy(args: argparse.Namespace) -> int:
         else:
             batches = scoring_batches(loaded, args.split, args.batches)
             rows = redundancy(loaded.model, batches, **common)
+        if args.control is not None:
+            # the precondition of a similarity claim, independent of its outcome: a planted duplicate is seen
+            try:
+                control = planted_control(loaded.model, batches, units=units, spaces=spaces,
+                                          poolings=args.pooling, threshold=args.threshold, js=args.js,
+                                          js_threshold=args.js_threshold, site=args.control or None)
+            except ValueError as exc:
+                raise fail(f"redundancy: {exc}") from None
+            rows = attach(rows, control)
     result = {"source": str(args.source), "split": args.split, "batches": len(batches),
-              **({"domains": list(args.domains)} if args.domains else {}), "rows": rows}
+              **({"domains": list(args.domains)} if args.domains else {}), "rows": rows,
+              **({"control": control} if control is not None else {})}
     if args.out:
         write_json(args.out, with_identity(args, with_environment(result, loaded.model)))
     for r in rows:
-        near = "-" if r["max_similarity"] is None else f"{r['max_similarity']:.3f}"
         view = f"{r['view']:<10} " if "view" in r else ""
-        print(f"{view}{r['pooling']:<6} {r['space']:<8} redundant {r['redundancy_ratio']:.3f} of {r['unit']}s above "
-              f"cosine {r['threshold']:g}; most alike pair {near}")
+        if r["space"] == "attention":
+            near = "-" if r.get("min_js") is None else f"{r['min_js']:.3f}"
+            line = (f"{view}{r['pooling']:<6} {r['space']:<9} redundant {r['redundancy_ratio']:.3f} of {r['unit']}s "
+                    f"below JS {r['threshold']:g}; most alike pair JS {near}")
+        else:
+            near = "-" if r["max_similarity"] is None else f"{r['max_similarity']:.3f}"
+            line = (f"{view}{r['pooling']:<6} {r['space']:<8} redundant {r['redundancy_ratio']:.3f} of {r['unit']}s "
+                    f"above cosine {r['threshold']:g}; most alike pair {near}")
+        if "split_half_r" in r:
+            line += "; split-half r " + ("-" if r["split_half_r"] is None else f"{r['split_half_r']:.3f}")
+        if "control_found" in r:
+            line += f"; planted duplicate {'found' if r['control_found'] else 'MISSED'}"
+        print(line)
         for name, d in sorted((r.get("domains") or {}).items()):
             near = "-" if d["max_similarity"] is None else f"{d['max_similarity']:.3f}"
             print(f"  {name:<14} redundant {d['redundancy_ratio']:.3f}; most alike pair {near}")
+    if control is not None:
+        print(f"control: {control['label']} units {control['planted']} planted in a copy of the model")
     return 0
 
 
@@ -353,8 +389,24 @@ def register(sub) -> None:
                    help="cosine above which a head is redundant (default 0.85)")
     p.add_argument("--pooling", nargs="+", default=["token", "mean"], choices=["token", "mean"],
                    help="similarity per token, or of sequence-mean outputs (the report's); default both")
-    p.add_argument("--space", default="value", choices=["value", "residual"],
+    p.add_argument("--space", choices=["value", "residual"],
                    help="head outputs before (value) or after (residual) the output projection (default value)")
+    p.add_argument("--spaces", nargs="+", choices=["value", "residual"],
+                   help="several spaces in one job, a row each (instead of --space)")
+    p.add_argument("--units", nargs="+", choices=["head", "group"],
+                   help="compare single query heads and/or key/value groups, a row each (default: groups in a "
+                   "grouped-query model, heads otherwise)")
+    p.add_argument("--js", action="store_true",
+                   help="add a row for attention patterns: query heads with a partner at JS divergence below "
+                   "--js-threshold (eager attention: slower)")
+    p.add_argument("--js-threshold", type=float, default=0.05,
+                   help="JS divergence in bits below which two heads attend alike (default 0.05)")
+    p.add_argument("--split-half", action="store_true",
+                   help="each row's split-half reliability: the correlation of pair similarities between even "
+                   "and odd batches (split_half_r)")
+    p.add_argument("--control", nargs="?", const="", metavar="SITE",
+                   help="positive control: plant a duplicate unit in a copy of the model at SITE (default the "
+                   "middle site) and record whether each row's measurement finds it")
     p.add_argument("--domains", nargs="+", metavar="DATASET",
                    help="measure on these shipped corpora (lm: lm_wisdom lm_prophets lm_letters, genres as domains), "
                    "--batches of each: each domain's ratio, the stratified one (redundant in every domain) and the "

@@ -102,9 +102,13 @@ def roles(rows: list[dict], sel: Mapping[str, Any]) -> float | None:
 
 def definition(rows: list[dict], sel: Mapping[str, Any]) -> float | None:
     """The row of one similarity definition (``pooling``, default the report's ``mean``; ``space``, default
-    ``value``) of a ``heads redundancy`` result."""
-    pooling, space = str(sel.get("pooling", "mean")), str(sel.get("space", "value"))
-    found = [r for r in rows if r.get("pooling") == pooling and r.get("space") == space]
+    ``value``, or ``attention`` for the JS row, which has one pooling; ``unit``, ``head`` or ``group``, default
+    the first row that matches, the model's own unit when a job measured one) of a ``heads redundancy``
+    result."""
+    space = str(sel.get("space", "value"))
+    pooling = str(sel["pooling"]) if "pooling" in sel else None if space == "attention" else "mean"
+    found = [r for r in rows if (pooling is None or r.get("pooling") == pooling) and r.get("space") == space
+             and ("unit" not in sel or r.get("unit") == str(sel["unit"]))]
     return number(found[0].get(sel["measure"])) if found else None
 
 

@@ -45,7 +45,7 @@ class Kind:
 
 _CURVE_MEASURES = ("area", "retained", "value", "removable", "step")
 _CURVE_KEYS = ("measure", "field", "ratio", "upto", "budget")
-_REDUNDANCY = ("redundancy_ratio", "max_similarity")
+_REDUNDANCY = ("redundancy_ratio", "max_similarity", "min_js", "split_half_r", "control_similarity", "control_js")
 
 KINDS: dict[str, Kind] = {
     "ablation": Kind(
@@ -98,11 +98,11 @@ KINDS: dict[str, Kind] = {
         label="{task} shift {arm} {dataset} {measure}", arm="arm"),
     "redundancy": Kind(
         analysis="redundancy", command="redundancy", flatten=flatten.definitions, measures=_REDUNDANCY,
-        keys=frozenset({"arm", "pick", "measure", "pooling", "space"}), value=estimators.definition,
+        keys=frozenset({"arm", "pick", "measure", "pooling", "space", "unit"}), value=estimators.definition,
         label="{task} redundancy {arm} {pooling}/{space} {measure}", arm="arm", default="base-mha"),
     "redundancy_at": Kind(
         analysis="redundancy_at", command="redundancy", flatten=flatten.definitions, measures=_REDUNDANCY,
-        keys=frozenset({"step", "measure", "pooling", "space"}), value=estimators.definition,
+        keys=frozenset({"step", "measure", "pooling", "space", "unit"}), value=estimators.definition,
         label="{task} redundancy at {arm} {pooling} {measure}", arm="step"),
     "redundancy_genre": Kind(analysis="redundancy_genre", command="redundancy", flatten=flatten.definitions),
     # masks evaluated on one common test set: measures._attach_mask_examples resamples its texts

@@ -22,8 +22,13 @@ def _ok(runs: list[Run], fld: str) -> list[float | None]:
 
 
 def _value_probes(per_seed: Mapping[int, list[dict]], pooling: str) -> list[dict]:
-    """The seeds' redundancy probes of the heads' value outputs pooled by ``pooling`` (``token`` or ``mean``)."""
-    return [r for rows in per_seed.values() for r in rows if r.get("space") == "value" and r.get("pooling") == pooling]
+    """The seeds' redundancy probes of the heads' value outputs pooled by ``pooling`` (``token`` or ``mean``), in
+    each job's first unit (the order of its --units; the model's own unit when it named none), never two mixed."""
+    out = []
+    for rows in per_seed.values():
+        unit = next((r.get("unit") for r in rows), None)
+        out += [r for r in rows if r.get("space") == "value" and r.get("pooling") == pooling and r.get("unit") == unit]
+    return out
 
 
 # -- michel2019 ----------------------------------------------------------------------------------------

@@ -45,20 +45,30 @@ def js_matrices(model: nn.Module, batches: Batches) -> Scores:
     which returns each site's weights [B, H, Tq, Tk] (grouped-query heads
     included, after key/value repetition).
     """
-    sums: dict[str, torch.Tensor] = {}
-    rows: dict[str, int] = {}
+    (part,) = js_sums(model, batches)
+    return {name: (total / max(rows, 1)).float() for name, (total, rows) in part.items()}
+
+
+def js_sums(model: nn.Module, batches: Batches, parts: int = 1) -> list[dict[str, tuple[torch.Tensor, int]]]:
+    """:func:`js_matrices`' summed divergences and query rows per site, in ``parts`` (batch i counts in part
+    ``i % parts``: two interleaved halves for a split-half reliability); every site has an entry."""
+    out: list[dict[str, tuple[torch.Tensor, int]]] = []
+    current = {"part": 0}
 
     def sink(name: str, p: torch.Tensor) -> None:
-        sums[name] = sums.get(name, 0) + pairwise_js(p)
-        rows[name] = rows.get(name, 0) + p.shape[0]
+        total, rows = out[current["part"]][name]
+        out[current["part"]][name] = (total + pairwise_js(p), rows + p.shape[0])
+
+    def numbered() -> Iterable[Mapping[str, Any]]:
+        for i, batch in enumerate(batches):
+            current["part"] = i % parts
+            yield batch
 
     with scoring_mode(model, eager=True):
         layout = head_layout(model)
-        attention_weights(model, batches, sink)
-    out = {}
-    for name, kept in layout.items():
-        h = len(kept)
-        out[name] = (sums[name] / max(rows[name], 1)).float() if name in sums else torch.zeros(h, h)
+        out = [{name: (torch.zeros(len(kept), len(kept), dtype=torch.float64), 0) for name, kept in layout.items()}
+               for _ in range(parts)]
+        attention_weights(model, numbered(), sink)
     return out
 
 
@@ -71,15 +81,27 @@ def mean_js(matrices: Scores) -> Scores:
     return out
 
 
-def same_pattern_ratio(model: nn.Module, batches: Batches, threshold: float = SAME_PATTERN) -> float:
-    """Share of heads with some partner in their site at JS < ``threshold`` (same attention pattern)."""
-    flagged = total = 0
-    for m in js_matrices(model, batches).values():
+def same_pattern_heads(matrices: Scores, threshold: float = SAME_PATTERN) -> dict[str, torch.Tensor]:
+    """Per site, bool [H]: the head has some other head of its site at JS < ``threshold``."""
+    out = {}
+    for name, m in matrices.items():
         off = m.clone()
         off.fill_diagonal_(float("inf"))
-        flagged += int((off < threshold).any(-1).sum()) if m.numel() else 0
-        total += m.shape[0]
-    return flagged / total if total else 0.0
+        out[name] = (off < threshold).any(-1) if m.numel() else torch.zeros(m.shape[0], dtype=torch.bool)
+    return out
+
+
+def min_js(matrices: Scores) -> float | None:
+    """The smallest JS between two heads of one site (None when no site has two heads): the most alike pair."""
+    offs = [m[~torch.eye(m.shape[0], dtype=torch.bool)] for m in matrices.values() if m.shape[0] > 1]
+    return min((float(o.min()) for o in offs), default=None)
+
+
+def same_pattern_ratio(model: nn.Module, batches: Batches, threshold: float = SAME_PATTERN) -> float:
+    """Share of heads with some partner in their site at JS < ``threshold`` (same attention pattern)."""
+    flags = same_pattern_heads(js_matrices(model, batches), threshold)
+    total = sum(f.numel() for f in flags.values())
+    return sum(int(f.sum()) for f in flags.values()) / total if total else 0.0
 
 
 @register_scorer("js")

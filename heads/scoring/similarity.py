@@ -15,6 +15,8 @@ from heads.scoring.session import scoring_mode
 from heads.surgery import head_layout
 
 Batches = Iterable[Mapping[str, Any]]
+# per site: summed [U, U] cosines and the number of rows (tokens or sequences) summed
+Sums = dict[str, tuple[torch.Tensor, int]]
 
 
 @dataclass(frozen=True)
@@ -58,30 +60,56 @@ def similarity_matrices(model: nn.Module, batches: Batches, params: SimilarityPa
     Padding positions (``attention_mask``, ``decoder_attention_mask`` for decoder
     sites) are left out.
     """
+    (part,) = similarity_sums(model, batches, params, {"unit": groups})["unit"]
+    return mean_matrices(part)
+
+
+def similarity_sums(model: nn.Module, batches: Batches, params: SimilarityParams | None,
+                    units: Mapping[str, Mapping[str, int] | None], parts: int = 1) -> dict[str, list[Sums]]:
+    """:func:`similarity_matrices`' summed cosines and row counts in one pass over ``batches``, for several
+    units at once (name -> its ``groups``, None: single heads), each split in ``parts`` (batch i counts in
+    part ``i % parts``: two halves interleaved, for a split-half reliability). Every site has an entry (zeros,
+    0 rows when it saw none), so :func:`mean_matrices` gives what :func:`similarity_matrices` gives."""
     params = params or SimilarityParams()
     if params.space not in ("value", "residual"):
         raise ValueError(f"space must be 'value' or 'residual', got {params.space!r}")
     if params.pooling not in ("token", "mean"):
         raise ValueError(f"pooling must be 'token' or 'mean', got {params.pooling!r}")
-    sums: dict[str, torch.Tensor] = {}
-    tokens: dict[str, int] = {}
+    out: dict[str, list[Sums]] = {}
+    current = {"part": 0}
 
     def sink(name: str, x: torch.Tensor) -> None:
-        size = (groups or {}).get(name, 1)
-        if size > 1:  # [n, H, d] -> [n, G, d]: a group's heads summed
-            x = x.reshape(x.shape[0], x.shape[1] // size, size, x.shape[2]).sum(2)
-        unit = torch.nn.functional.normalize(x.double(), dim=-1)  # zero vectors stay zero
-        sums[name] = sums.get(name, 0) + torch.einsum("nhd,ngd->hg", unit, unit).cpu()
-        tokens[name] = tokens.get(name, 0) + x.shape[0]
+        for unit, groups in units.items():
+            size = (groups or {}).get(name, 1)
+            y = x
+            if size > 1:  # [n, H, d] -> [n, G, d]: a group's heads summed
+                y = x.reshape(x.shape[0], x.shape[1] // size, size, x.shape[2]).sum(2)
+            normed = torch.nn.functional.normalize(y.double(), dim=-1)  # zero vectors stay zero
+            total, rows = out[unit][current["part"]][name]
+            out[unit][current["part"]][name] = (total + torch.einsum("nhd,ngd->hg", normed, normed).cpu(),
+                                                rows + y.shape[0])
+
+    def numbered() -> Iterable[Mapping[str, Any]]:
+        for i, batch in enumerate(batches):
+            current["part"] = i % parts
+            yield batch
 
     with scoring_mode(model):
         layout = head_layout(model)
-        head_outputs(model, batches, sink, residual=params.space == "residual", pooled=params.pooling == "mean")
-    out = {}
-    for name, kept in layout.items():
-        h = len(kept) // (groups or {}).get(name, 1)
-        out[name] = (sums[name] / max(tokens[name], 1)).float() if name in sums else torch.zeros(h, h)
+        for unit, groups in units.items():
+            sizes = {name: len(kept) // (groups or {}).get(name, 1) for name, kept in layout.items()}
+            out[unit] = [{name: (torch.zeros(h, h, dtype=torch.float64), 0) for name, h in sizes.items()}
+                         for _ in range(parts)]
+        head_outputs(model, numbered(), sink, residual=params.space == "residual",
+                     pooled=params.pooling == "mean")
     return out
+
+
+def mean_matrices(*parts: Sums) -> Scores:
+    """Per site, the mean cosine over the rows of every part given (zeros where there were none)."""
+    first = parts[0]
+    return {name: (sum(p[name][0] for p in parts) / max(sum(p[name][1] for p in parts), 1)).float()
+            for name in first}
 
 
 def summed_similarity(matrices: Scores) -> Scores:
