@@ -191,3 +191,25 @@ def test_mask_refuses_a_replicate_beyond_the_scoring_split(mask_tree, data_root,
             capsys, "replicate 100000", "disjoint slices")
     refused(["mask", str(run), "--orders", "best", "--out", str(tmp_path / "m.json")], capsys, "unknown ['best']")
     assert not (tmp_path / "m.json").exists()
+
+
+def test_all_but_one_held_out_chooses_on_one_half_and_scores_on_the_other():
+    from heads.scoring.ablation import all_but_one
+    from heads.scoring.evaluate import evaluate_closures
+    from heads.scoring.session import scoring_mode
+
+    model = _gqa(seed=2)
+    batch = _batches(1)[0]
+    both = all_but_one(model, [batch])
+    held = all_but_one(model, [batch], held_out=True)
+    site = next(iter(held))
+    first, second = ({k: v[:2] for k, v in batch.items()}, {k: v[2:] for k, v in batch.items()})
+    with scoring_mode(model):
+        closures = [{site: [q for q in range(6) if q != p]} for p in range(6)]
+        base1, alone1 = evaluate_closures(model, [first], closures)
+        base2, alone2 = evaluate_closures(model, [second], closures)
+    best = int(alone1.corpus_loss().argmin())  # chosen on the first half ...
+    assert held[site].best_head == best
+    assert held[site].loss == pytest.approx(float(alone2.corpus_loss()[best]), rel=1e-5)  # ... scored on the second
+    assert held[site].baseline_loss == pytest.approx(float(base2.corpus_loss()), rel=1e-5)
+    assert both[site].baseline_loss != pytest.approx(held[site].baseline_loss)

@@ -179,8 +179,30 @@ def test_the_pretrained_ledger_declares_its_seeds():
     from heads.report.spec import load_claims
 
     claims = load_claims(REPLICATIONS / "pretrained" / "claims.yaml")
-    assert claims and all(c.seeds_are and "shards" in c.seeds_are for c in claims)
-    assert {"A1-pt-30", "A1-pt-50", "A3-pt", "B1-pt", "B2-pt", "B3-pt-random", "D5-pt"} <= {c.id for c in claims}
+    # every claim says what its seeds are: shards of the test text, or (masking) replicates of the procedure on
+    # one common test set, whose intervals then add the test texts' bootstrap
+    assert claims and all(c.seeds_are and ("shards" in c.seeds_are or "replicates" in c.seeds_are and c.common_test)
+                          for c in claims)
+    masked = {c.id for c in claims if c.common_test}
+    assert {"A1-pt-30", "A1-pt-50", "A1-pt-30-groups", "E1-pt-30", "A1-pt-30-oracle", "B3-pt-oracle-30"} <= masked
+    assert {"A3-pt", "B1-pt", "B2-pt", "B3-pt-random", "D5-pt", "D5-pt-js"} <= {c.id for c in claims} - masked
+    # Holm within each source's family, never over the unrelated sources sharing the model
+    assert {c.family for c in claims} == {"overprovisioning", "michel2019", "voita2019", "report", "layouts"}
+
+
+def test_no_pretrained_claim_is_shielded_by_its_own_outcome():
+    """A redundancy claim's preconditions are a positive control and a reliability, never the similarity reaching
+    the claim's own threshold; a power precondition withholds only the verdict that favours no effect."""
+    from heads.report.spec import load_claims
+
+    claims = {c.id: c for c in load_claims(REPLICATIONS / "pretrained" / "claims.yaml")}
+    for cid in ("D5-pt", "D5-pt-heads", "D5-pt-js", "A3-pt"):
+        needs = {p.name for p in claims[cid].requires}
+        assert any(n.startswith("pt-control") for n in needs) and any(n.startswith("pt-reliable") for n in needs)
+        assert all(p.a.get("measure") not in ("redundancy_ratio", "max_similarity", "min_js")
+                   for p in claims[cid].requires), cid
+    power = next(p for p in claims["B1-pt"].requires if p.name == "pt-ablation-power")
+    assert power.guards == "supported"
 
 
 # -- the shipped source on the command line ----------------------------------------------------------------------

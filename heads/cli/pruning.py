@@ -296,7 +296,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
         with seconds("ablation"):
             table = ablation_table(loaded.model, batches, params)
         with seconds("all_but_one"):
-            others = all_but_one(loaded.model, batches, chunk=args.chunk, layers=layers)
+            others = all_but_one(loaded.model, batches, chunk=args.chunk, layers=layers, held_out=args.held_out)
         bleu = None
         if args.test == "bleu":
             from heads.scoring.bleu_ablation import bleu_ablation
@@ -329,6 +329,8 @@ def cmd_ablate(args: argparse.Namespace) -> int:
         **extra,
         "heads": rows,
         "all_but_one": {site: asdict(r) for site, r in others.items()},
+        # the best head chosen on the first half of the examples, scored on the second (--held-out)
+        **({"all_but_one_held_out": True} if args.held_out else {}),
         "seconds": seconds.record,
         # this process's peak (CUDA's allocator; on CPU the resident set): what a GPU visit may run side by side
         "peak_mem_mb": round(loaded.placement.peak_memory_mb(), 1),
@@ -449,6 +451,9 @@ def register(sub) -> None:
                    help="with --test bleu: systems decoded together in one pass (default --chunk)")
     p.add_argument("--layers", type=int, nargs="+", metavar="L",
                    help="ablate the heads of these layers only (default all): a stated sample of a large model")
+    p.add_argument("--held-out", action="store_true",
+                   help="all-but-one: choose each site's best head on the first half of the examples and score it "
+                        "on the second (the choice is not scored on the windows that made it)")
     p.add_argument("--out", type=Path, required=True)
     add_identity_option(p)
     p.set_defaults(func=cmd_ablate)

@@ -13,6 +13,7 @@ from torch import nn
 
 from heads.params import param
 from heads.scoring.evaluate import evaluate_closures
+from heads.scoring.losses import FIELDS, ExampleStats
 from heads.scoring.registry import Scorer, Scores, register_scorer
 from heads.scoring.session import scoring_mode
 from heads.scoring.significance import detectable_shift, paired_ttest
@@ -175,21 +176,35 @@ class AllButOne:
 
 
 def all_but_one(model: nn.Module, batches: Iterable[Mapping[str, Any]], chunk: int = 8,
-                layers: Iterable[int] | None = None) -> dict[str, AllButOne]:
+                layers: Iterable[int] | None = None, held_out: bool = False) -> dict[str, AllButOne]:
     """Per site: every choice of one kept head is evaluated; report the best against the baseline.
 
     Other sites keep all their heads. Sites without heads are left out; a
-    one-head site reports its baseline.
+    one-head site reports its baseline. ``held_out``: the best head is chosen on the first half of the examples
+    and its loss (and the baseline's) reported on the second half, so the choice is not scored on the windows
+    that made it (the minimum of several noisy losses, scored where it was found, flatters the best head).
     """
     with scoring_mode(model):
         layout = of_layers(model, head_layout(model), layers)
         where = [(name, p) for name, kept in layout.items() for p in range(len(kept))]
         closures = [{name: [q for q in range(len(layout[name])) if q != p]} for name, p in where]
         base, kept_one = evaluate_closures(model, batches, closures, chunk)
+    choose = score = slice(None)
+    if held_out:
+        n = base.count.numel()
+        if n < 2:
+            raise ValueError(f"held_out needs at least two examples to choose on one half and score on the other, "
+                             f"got {n}")
+        choose, score = slice(0, n // 2), slice(n // 2, n)
+    picked = ExampleStats(*(getattr(kept_one, f)[:, choose] for f in FIELDS)).corpus_loss()
+    scored = ExampleStats(*(getattr(kept_one, f)[:, score] for f in FIELDS))
+    base = ExampleStats(*(getattr(base, f)[score] for f in FIELDS))
     base_loss, base_acc = float(base.corpus_loss()), float(base.corpus_accuracy())
-    losses, accs = kept_one.corpus_loss(), kept_one.corpus_accuracy()
+    losses, accs = scored.corpus_loss(), scored.corpus_accuracy()
     out: dict[str, AllButOne] = {}
+    best: dict[str, float] = {}
     for i, (name, p) in enumerate(where):
-        if name not in out or float(losses[i]) < out[name].loss:
+        if name not in out or float(picked[i]) < best[name]:
+            best[name] = float(picked[i])
             out[name] = AllButOne(name, layout[name][p], float(losses[i]), base_loss, float(accs[i]), base_acc)
     return out

@@ -44,7 +44,8 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
         out.append(RunSpec(label=analysis_label(TASK, "ablation", seed=seed), command="ablate",
                            replication=REPLICATION, task=TASK, seed=seed, variant="ablation",
                            options={"batches": s["ablation_batches"], "test": "loss",
-                                    "layers": list(s["ablation_layers"]), "chunk": s["ablation_chunk"]},
+                                    "layers": list(s["ablation_layers"]), "chunk": s["ablation_chunk"],
+                                    "held_out": True},
                            paths={"source": base.label}, after=(base.label,)))
         for scorer in s["curve_scorers"]:
             orders = {"orders": s["random_orders"]} if scorer == "random" and s["random_orders"] > 1 else {}
@@ -59,8 +60,12 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                            paths={"source": base.label}, after=(base.label,)))
         out.append(RunSpec(label=analysis_label(TASK, "redundancy", "base", seed=seed), command="redundancy",
                            replication=REPLICATION, task=TASK,
-                           seed=seed, variant="redundancy", arm="base", options={"batches": s["redundancy_batches"],
-                                                                "pooling": ["token", "mean"]},
+                           seed=seed, variant="redundancy", arm="base",
+                           # both units and both spaces, JS of attention patterns, split-half reliability and a
+                           # planted duplicate: the preconditions of the redundancy claims, none decided by them
+                           options={"batches": s["redundancy_batches"], "pooling": ["mean"],
+                                    "units": ["head", "group"], "spaces": ["value", "residual"], "js": True,
+                                    "split_half": True, "control": True},
                            paths={"source": base.label}, after=(base.label,)))
         # a pruned model's folder holds no run config: the preset's applies (--task), with the shard's own
         pruned = run_label(TASK, "posthoc", "importance", s["roles_ratio"], seed)
