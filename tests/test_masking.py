@@ -213,3 +213,20 @@ def test_all_but_one_held_out_chooses_on_one_half_and_scores_on_the_other():
     assert held[site].loss == pytest.approx(float(alone2.corpus_loss()[best]), rel=1e-5)  # ... scored on the second
     assert held[site].baseline_loss == pytest.approx(float(base2.corpus_loss()), rel=1e-5)
     assert both[site].baseline_loss != pytest.approx(held[site].baseline_loss)
+
+
+def test_a_causal_head_s_rare_token_is_the_rarest_of_its_prefix():
+    from heads.analysis.roles import _rarest_before, head_roles
+
+    counts = torch.tensor([50.0, 40.0, 3.0, 30.0, 3.0, 1.0])
+    ids = torch.tensor([[0, 1, 2, 3, 4, 5, 0]])
+    before = _rarest_before({"input_ids": ids}, counts, torch.ones_like(ids, dtype=torch.bool))
+    # nothing before position 0; then the running rarest of the prefix, the first on ties (2 before 4), and the
+    # query itself left out (position 5, the rarest token of all, is the target only after it)
+    assert before.tolist() == [[-1, 0, 1, 2, 2, 2, 5]]
+    model = _gqa()
+    batch = _batches(1)[0]
+    roles = head_roles(model, [batch], counts=torch.ones(256))
+    entry = next(iter(roles.values()))
+    assert entry["rare"] is not None and entry["rare"].shape == (6,)
+    assert float(entry["rare"].min()) >= 0 and float(entry["rare"].max()) <= 1

@@ -84,14 +84,34 @@ def _rarest(batch: Mapping[str, Any], counts: torch.Tensor, mask: torch.Tensor) 
     return freq.masked_fill(~mask, float("inf")).argmin(-1)
 
 
+def _rarest_before(batch: Mapping[str, Any], counts: torch.Tensor, mask: torch.Tensor, stack: str = "decoder_only"
+                   ) -> torch.Tensor | None:
+    """Per query position, the position of the least frequent real token strictly before it (the first, on
+    ties): [B, T], -1 where nothing comes before. A causal head sees only its prefix, so its rare-token role is
+    the rarest token of what it can see; the query itself is left out (attending to itself is no role). A
+    seq2seq decoder's causal heads read ``decoder_input_ids``."""
+    ids = batch.get("decoder_input_ids" if stack == "decoder" else "input_ids")
+    if not torch.is_tensor(ids) or tuple(ids.shape) != tuple(mask.shape):
+        return None
+    length = ids.shape[-1]
+    freq = counts.to(ids.device)[ids.clamp(0, counts.numel() - 1)].masked_fill(~mask, counts.sum() + 1)
+    # one key per position, ordered by frequency then position: a running minimum that keeps the first on ties
+    key = freq * (length + 1) + torch.arange(length, device=ids.device, dtype=freq.dtype)
+    _, first = torch.cummin(key, dim=-1)
+    before = torch.full_like(first, -1)
+    before[:, 1:] = first[:, :-1]
+    return before
+
+
 def head_roles(model: nn.Module, batches: Iterable[Mapping[str, Any]],
                counts: torch.Tensor | None = None) -> dict[str, dict[str, torch.Tensor | None]]:
     """Per site (heads in ``head_layout`` order): ``confidence``, ``previous``, ``next``, ``positional``,
     ``rare`` and ``rows``.
 
-    Positional entries are None at cross sites; ``rare`` (with token ``counts``, :func:`token_counts`) only at
-    self sites. Batches are task batches; entries the model's forward does not take (a bare encoder's labels)
-    are dropped.
+    Positional entries are None at cross sites; ``rare`` (with token ``counts``, :func:`token_counts`) at self
+    sites (the sentence's least frequent token) and causal sites (the least frequent token before the query:
+    :func:`_rarest_before`). Batches are task batches; entries the model's forward does not take (a bare encoder's
+    labels) are dropped.
     """
     by_name = site_map(model)
     conf: dict[str, torch.Tensor] = {}
@@ -126,6 +146,13 @@ def head_roles(model: nn.Module, batches: Iterable[Mapping[str, Any]],
         if rarest is not None:
             sequence = torch.arange(size, device=p.device)[:, None].expand(size, length)[mask]  # rows are b-major
             rare[name] = rare.get(name, 0) + (top == rarest[sequence][:, None]).double().sum(0).cpu()
+        elif counts is not None and site.kind == "causal":
+            key = ("rarest_before", site.stack)
+            if key not in current:
+                current[key] = _rarest_before(batch, counts, mask, site.stack)
+            before = current[key]
+            if before is not None:
+                rare[name] = rare.get(name, 0) + (top == before[mask][:, None]).double().sum(0).cpu()
 
     with scoring_mode(model, eager=True):
         layout = head_layout(model)

@@ -87,10 +87,17 @@ def curve_value(data: Mapping[str, Any], sel: Mapping[str, Any]) -> float | None
     return interpolate(xs, curve.retained if how == "retained" else curve.values, float(sel["ratio"]))
 
 
-def roles(rows: list[dict], sel: Mapping[str, Any]) -> float | None:
-    """The mean of ``field`` over the heads the L0 model kept, over those it pruned, or kept minus pruned."""
+def roles(rows: list[dict], sel: Mapping[str, Any]) -> float | Share | None:
+    """The mean of ``field`` over the heads the L0 model kept, over those it pruned, or kept minus pruned; or, as
+    Voita et al. state C2, a test over the heads *classified* by a role (``is_positional``: the job's threshold,
+    Voita's 90 %): how many there are (``classified``), and the share of them kept (``classified_kept``)."""
     kinds, fld, how = site_kinds(sel), str(sel.get("field", "confidence")), sel["measure"]
     rows = [r for r in rows if kinds is None or r["kind"] in kinds]  # Voita et al.: the encoder's self-attention
+    if how in ("classified", "classified_kept"):
+        classified = [r for r in rows if r.get("is_positional")]
+        if how == "classified":
+            return float(len(classified))
+        return Share(sum(bool(r.get("kept")) for r in classified), len(classified)) if classified else None
     kept = [float(r[fld]) for r in rows if r.get("kept") and isinstance(r.get(fld), (int, float))]
     gone = [float(r[fld]) for r in rows if not r.get("kept") and isinstance(r.get(fld), (int, float))]
     k = sum(kept) / len(kept) if kept else None

@@ -77,7 +77,7 @@ KINDS: dict[str, Kind] = {
         keys=frozenset({"measure", "model", "phase", "context", "batch"}), required=("model", "phase", "batch")),
     "roles": Kind(
         analysis="roles", command="roles", flatten=flatten.roles,
-        measures=("kept_minus_pruned", "kept_mean", "pruned_mean"),
+        measures=("kept_minus_pruned", "kept_mean", "pruned_mean", "classified", "classified_kept"),
         keys=frozenset({"lam", "pick", "measure", "field", "site_kind"}), value=estimators.roles,
         label="{task} roles {arm} {field} {measure}", arm="lam"),
     "memory": Kind(
