@@ -123,8 +123,16 @@ def shift(rows: list[dict], sel: Mapping[str, Any]) -> float | None:
     """A pruned model against its reference (``heads shift``): ``change`` (its relative loss of quality; in
     domain unless ``dataset`` names a shifted corpus), ``gap`` (a shifted corpus's change minus the in-domain
     one: positive when pruning costs more under the shift) or ``worst`` (the largest change over the corpora it
-    was scored on: the domain pruning hurt most)."""
+    was scored on: the domain pruning hurt most) or ``gap_nats`` (``gap`` in the loss the pruning adds, nats per
+    token: the shifted corpus's minus the in-domain one)."""
     how, dataset = sel["measure"], sel.get("dataset")
+    if how == "gap_nats":  # the loss pruning adds (nats per token) on the shifted corpus minus in domain
+        home = next((r for r in rows if r["domain"] == "in"), None)
+        away = next((r for r in rows if r["domain"] == "shifted" and r["genre"] == str(dataset)), None)
+        parts = [number(r.get(k)) for r in (home, away) if r for k in ("model_loss", "reference_loss")]
+        if len(parts) != 4 or None in parts:
+            return None
+        return (parts[2] - parts[3]) - (parts[0] - parts[1])
     if how == "worst":
         changes = [number(r.get("change")) for r in rows if r["domain"] == "shifted"]
         return max(changes) if changes and None not in changes else None

@@ -93,7 +93,7 @@ KINDS: dict[str, Kind] = {
         keys=frozenset({"arm", "model", "measure", "target"}), required=("arm",), value=estimators.model_row,
         label="{task} clock {arm} {model} {measure}", arm="arm"),
     "shift": Kind(
-        analysis="shift", command="shift", flatten=flatten.shifted, measures=("change", "gap", "worst"),
+        analysis="shift", command="shift", flatten=flatten.shifted, measures=("change", "gap", "worst", "gap_nats"),
         keys=frozenset({"arm", "dataset", "measure"}), required=("arm",), value=estimators.shift,
         label="{task} shift {arm} {dataset} {measure}", arm="arm"),
     "redundancy": Kind(

@@ -76,13 +76,14 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                            knob=float(s["roles_ratio"]), config=shard,
                            options={"task": True, "batches": s["roles_batches"]},
                            paths={"source": pruned, "reference": base.label}, after=(pruned, base.label)))
-        if s.get("shift_datasets"):
-            out.append(RunSpec(label=analysis_label(TASK, "shift", f"importance{s['roles_ratio']}", seed=seed),
+        if s.get("shift_datasets"):  # at a pruning a user would accept (shift_ratio), not at 7x the perplexity
+            shifted = run_label(TASK, "posthoc", "importance", s["shift_ratio"], seed)
+            out.append(RunSpec(label=analysis_label(TASK, "shift", f"importance{s['shift_ratio']}", seed=seed),
                                command="shift",
                                replication=REPLICATION, task=TASK, seed=seed, variant="shift",
-                               arm=f"importance{s['roles_ratio']}", config=shard,
+                               arm=f"importance{s['shift_ratio']}", config=shard,
                                options={"task": True, "datasets": list(s["shift_datasets"])},
-                               paths={"source": pruned, "reference": base.label}, after=(pruned, base.label)))
+                               paths={"source": shifted, "reference": base.label}, after=(shifted, base.label)))
     out += _masking(s, seeds)
     return out
 
