@@ -180,7 +180,7 @@ def test_common_test_adds_the_example_level_interval_to_seeds_that_are_not_train
 # -- ledgers that use none of the keys read as before -------------------------------------------------------------
 
 def test_the_rule_speaks_of_the_new_keys_only_where_a_ledger_uses_them(tmp_path):
-    shipped = load_all(REPLICATIONS)
+    shipped = [c for c in load_all(REPLICATIONS) if c.replication != "pretrained"]  # the pretrained one uses them
     assert not any(c.family or c.common_test or any(p.guards for p in c.requires) for c in shipped)
     assert _design_rules([ClaimResult(c, "inconclusive") for c in shipped]) == []
     plain = ledger_markdown([ClaimResult(shipped[0], "inconclusive")])
@@ -189,3 +189,36 @@ def test_the_rule_speaks_of_the_new_keys_only_where_a_ledger_uses_them(tmp_path)
     text = ledger_markdown(used)
     for words in ("adjusted over that family alone", "guards one verdict only", "one common test set"):
         assert words in text and words not in plain
+
+
+# -- 4. engineering claims counted apart ----------------------------------------------------------------------------
+
+def test_about_is_science_or_engineering(tmp_path):
+    got = _claims(tmp_path, {"claims": [
+        {"id": "P", "text": "p", "task": "lm", "kind": "value", "a": LOSS, "direction": "less", "about": "engineering"},
+        {"id": "Q", "text": "q", "task": "lm", "kind": "value", "a": LOSS, "direction": "less"}]})
+    assert got["P"].about == "engineering" and got["Q"].about == "science"
+    with pytest.raises(ClaimSpecError, match="about must be one of"):
+        _claim(kind="value", a=LOSS, about="speed")
+
+
+def test_the_readme_block_counts_engineering_claims_apart(tmp_path):
+    """The summary a README shows says how many of its claims are engineering facts, read from the specs of the
+    repository the ledger lies in; the brief form names the claims not run at the preset in one line."""
+    from heads.report.readme import block
+
+    repo = tmp_path / "repo"
+    (repo / "replications" / "r").mkdir(parents=True)
+    (repo / "replications" / "r" / "claims.yaml").write_text(yaml.safe_dump({"claims": [
+        {"id": "S", "text": "s", "task": "lm", "kind": "value", "a": LOSS, "direction": "less", "about": "engineering"},
+        {"id": "T", "text": "t", "task": "lm", "kind": "value", "a": LOSS, "direction": "less"},
+        {"id": "U", "text": "u", "task": "lm", "kind": "value", "a": LOSS, "direction": "less"}]}))
+    ledger = repo / "results" / "claims.csv"
+    ledger.parent.mkdir()
+    head = "claim,replication,verdict,effect,ci_low,ci_high,paper_value,n_seeds,method,p_value,p_adjusted\n"
+    ledger.write_text(head + "S,r,supported,0.1,0.05,0.2,,3,t,0.01,0.01\nT,r,inconclusive,,,,,0,,,\n"
+                      "U,r,not run at this preset,,,,,0,,,\n")
+    text = block(ledger, brief=True)
+    assert text.startswith("3 claims: 1 supported, 1 inconclusive, 1 not run at this preset")
+    assert "Of these, 1 are engineering claims (speed, time, memory, bytes" in text and ": 1 supported." in text
+    assert text.rstrip().endswith("Not run at this preset (their replication runs at another preset): U.")

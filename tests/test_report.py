@@ -612,7 +612,7 @@ def test_whole_ledger_merges_the_replications_own_and_says_which_have_not_run(tr
     rows = {r["claim"]: r for r in csv.DictReader((part / "claims.csv").open())}
     assert rows[left[0].id]["verdict"] == "inconclusive" and "predates this claim" in rows[left[0].id]["note"]
 
-    # a replication that does not run at this preset (its settings are null there): not tested, saying why
+    # a replication that does not run at this preset (its settings are null there): not run, saying why
     assert _cli(["claims", "--ledgers", *ledgers, "--replications", str(REPLICATIONS), "--preset", "tiny",
                  "--out", str(part)]) == 0
     rows = {r["claim"]: r for r in csv.DictReader((part / "claims.csv").open())}
@@ -623,9 +623,16 @@ def test_whole_ledger_merges_the_replications_own_and_says_which_have_not_run(tr
     assert _cli(["claims", "--ledgers", *[x for x in ledgers if "pretrained" not in x], "--replications",
                  str(REPLICATIONS), "--preset", "tiny", "--out", str(part)]) == 0
     rows = {r["claim"]: r for r in csv.DictReader((part / "claims.csv").open())}
-    assert all(rows[i]["verdict"] == "not tested at this scale" and rows[i]["note"] ==
+    assert all(rows[i]["verdict"] == "not run at this preset" and rows[i]["note"] ==
                "replication 'pretrained' does not run at preset 'tiny' (its settings.yaml sets it to null)"
                for i in pretrained)
+    page = (part / "CLAIMS.md").read_text()
+    # counted apart from "not tested at this scale" (the models measured and missed a precondition), and the
+    # engineering claims (speed, time, memory, bytes) counted apart from the claims about what heads do
+    assert f"not run at this preset: {len(pretrained)}" in page.splitlines()[2]
+    assert "*not run at this preset*: the claim's replication does not run" in page
+    engineering = [c.id for c in load_all(REPLICATIONS) if c.about == "engineering"]
+    assert engineering and f"Of these, {len(engineering)} are engineering claims" in page
 
     # a ledger judged before the p_adjusted column (and before claims.json): refused, not passed off as current
     older = tmp_path / "older" / "claims.csv"

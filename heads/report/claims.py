@@ -33,6 +33,7 @@ from heads.report.stats import (
     METHOD_BINOMIAL,
     METHOD_EXAMPLES,
     MIN_SEEDS,
+    NOT_RUN,
     NOT_SUPPORTED,
     NOT_TESTED,
     SUPPORTED,
@@ -496,13 +497,17 @@ def _interval(e: Estimate, exact: bool = False) -> str:
 def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger",
                     environments: str | None = None) -> str:
     """``CLAIMS.md``: counts per verdict, the rule, then one row per claim."""
-    counts = {v: sum(r.verdict == v for r in results) for v in VERDICTS}
+    counts = {v: sum(r.verdict == v for r in results) for v in VERDICTS if v != NOT_RUN}
+    not_run = sum(r.verdict == NOT_RUN for r in results)
+    if not_run:  # said only where a merged ledger has claims its preset does not run
+        counts[NOT_RUN] = not_run
     design = _design_rules(results)
     lines = [
         f"# {title}",
         "",
         ", ".join(f"{v}: {n}" for v, n in counts.items()),
         "",
+        *([engineering_line(results), ""] if any(r.claim.about == "engineering" for r in results) else []),
         f"Effect: mean over seeds of the claim's quantity (paired by seed where it compares two arms), with a "
         f"{LEVEL:.0%} Student-t interval over the seeds; where the runs kept their evaluation's example-level "
         "values, a two-level interval that also counts the test examples' sampling (the seeds' and the examples' "
@@ -531,7 +536,9 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
         "interval, every seed must give the same value and meet the condition. *failed*: a run the claim needs "
         "diverged. *not tested at this scale*: the models do not meet the claim's precondition (what they must "
         "reach for the claim to apply), "
-        "with the measured numbers. A verdict marked *(fragile)* changed when benchmarks/bench_perturbation.py "
+        "with the measured numbers" + ("; *not run at this preset*: the claim's replication does not run at this "
+                                       "preset (its settings say null), so nothing was measured" if not_run else "")
+        + ". A verdict marked *(fragile)* changed when benchmarks/bench_perturbation.py "
         "re-ran its runs under another kernel instruction set and thread count (results/bench/perturbation.md). "
         "Paper values are in the paper's own units (see each replication's reference.yaml).",
         "",
@@ -551,6 +558,15 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
                  r.precondition or "–", "; ".join(x for x in (r.note, r.robustness if r.fragile else "") if x) or "–"]
         lines.append("| " + " | ".join(x.replace("|", "\\|").replace("\n", " ") for x in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def engineering_line(results: Sequence[ClaimResult]) -> str:
+    """How many of each verdict are engineering claims (speed, time, memory, bytes): facts of the implementation
+    and the machine, which bear on no claim about what heads do."""
+    mine = [r for r in results if r.claim.about == "engineering"]
+    tally = ", ".join(f"{v}: {n}" for v in VERDICTS if (n := sum(r.verdict == v for r in mine)))
+    return (f"Of these, {len(mine)} are engineering claims (speed, time, memory, bytes: facts of the implementation "
+            f"and the machine, not of what heads do): {tally}.")
 
 
 def _design_rules(results: Sequence[ClaimResult]) -> list[str]:

@@ -34,7 +34,7 @@ from heads.report.collect import ENCODING
 from heads.report.fmt import Table
 from heads.report.robustness import robustness
 from heads.report.spec import Claim
-from heads.report.stats import INCONCLUSIVE, METHOD, METHOD_EXAMPLES, VERDICTS, Estimate
+from heads.report.stats import INCONCLUSIVE, METHOD, METHOD_EXAMPLES, NOT_RUN, VERDICTS, Estimate
 
 ENVIRONMENTS = "environments.json"
 
@@ -165,7 +165,7 @@ def merge_results(paths: Sequence[str | Path], claims: Sequence[Claim],
                   measurement: dict | list[dict] | None = None,
                   not_run: Mapping[str, str] | None = None) -> list[ClaimResult]:
     """Every declared claim, in the specs' order: from the ledger that has it, else *inconclusive* (not run), or
-    *not tested at this scale* where its replication does not run at this preset (``not_run``: replication ->
+    *not run at this preset* where its replication does not run at this preset (``not_run``: replication ->
     why). ``measurement`` marks fragile verdicts, as :func:`heads.report.claims.evaluate_all` does."""
     by_id = {c.id: c for c in claims}
     found: dict[str, tuple[ClaimResult, Path]] = {}
@@ -179,7 +179,7 @@ def merge_results(paths: Sequence[str | Path], claims: Sequence[Claim],
 
     def absent(c: Claim) -> ClaimResult:
         if c.replication in not_run:
-            return not_tested(c, not_run[c.replication])
+            return ClaimResult(c, NOT_RUN, note=not_run[c.replication], precondition="not run")
         return _missing(c, c.replication in merged)
 
     results = [found[c.id][0] if c.id in found else absent(c) for c in claims]

@@ -36,7 +36,8 @@ PLAN, PLAN_END = re.compile(r"^<!-- plan: (?P<preset>\S+) -->$"), "<!-- /plan --
 # what `heads readme` renders, from the repository root
 FILES = (Path("README.md"), Path("docs/RESULTS.md"), Path("docs/GUIDE.md"))
 UNTESTED = "not tested at this scale"
-ORDER = ("supported", "not supported", "inconclusive", "failed", "not tested at this scale")
+NOT_RUN = "not run at this preset"
+ORDER = ("supported", "not supported", "inconclusive", "failed", "not tested at this scale", NOT_RUN)
 
 
 class ReadmeError(ValueError):
@@ -71,12 +72,18 @@ def block(ledger: Path, shown: str | None = None, brief: bool = False) -> str:
     rows = _read(ledger)
     counts = Counter(r["verdict"] for r in rows)
     tally = ", ".join(f"{counts[v]} {v}" for v in ORDER if counts[v])
-    lines = [f"{len(rows)} claims: {tally} (`{shown or ledger.as_posix()}`).", "",
+    about = _about(ledger)
+    engineering = Counter(r["verdict"] for r in rows if about.get(r["claim"]) == "engineering")
+    said = ", ".join(f"{engineering[v]} {v}" for v in ORDER if engineering[v])
+    lines = [f"{len(rows)} claims: {tally} (`{shown or ledger.as_posix()}`)."
+             + (f" Of these, {sum(engineering.values())} are engineering claims (speed, time, memory, bytes: facts "
+                f"of the implementation and the machine, not of what heads do): {said}." if said else ""), "",
              *(["| claim | verdict | effect [95 % CI] | n |", "| --- | --- | --- | --- |"] if brief else
                ["| claim | verdict | effect [95 % CI] | n | measured |", "| --- | --- | --- | --- | --- |"])]
     untested = [r["claim"] for r in rows if r["verdict"] == UNTESTED] if brief else []
+    not_run = [r["claim"] for r in rows if r["verdict"] == NOT_RUN] if brief else []
     for r in rows:
-        if r["claim"] in untested:
+        if r["claim"] in untested or r["claim"] in not_run:
             continue
         effect = _number(r["effect"])
         if effect and _number(r["ci_low"]) and _number(r["ci_high"]):
@@ -87,7 +94,21 @@ def block(ledger: Path, shown: str | None = None, brief: bool = False) -> str:
         lines.append(row if brief else f"{row} {measured} |")
     if untested:
         lines += ["", f"{UNTESTED.capitalize()} (the ledger says why): {', '.join(untested)}."]
+    if not_run:
+        lines += ["", f"{NOT_RUN.capitalize()} (their replication runs at another preset): {', '.join(not_run)}."]
     return "\n".join(lines)
+
+
+def _about(ledger: Path) -> dict[str, str]:
+    """Claim id -> what it is about (science, engineering), from the claims.yaml files of the repository that
+    holds ``ledger`` (none found: every claim is taken as science)."""
+    from heads.report.spec import load_claims
+
+    for folder in ledger.resolve().parents:
+        if (folder / "replications").is_dir():
+            return {c.id: c.about for path in sorted((folder / "replications").glob("*/claims.yaml"))
+                    for c in load_claims(path)}
+    return {}
 
 
 def counts(ledgers: list[tuple[Path, str]]) -> str:

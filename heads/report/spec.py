@@ -17,7 +17,7 @@ CLAIM_KINDS = {"value": 0.0, "paired_difference": 0.0, "paired_ratio": 1.0}  # k
 REQUIRED = ("id", "text")
 KNOWN = {"id", "text", "task", "kind", "a", "b", "direction", "tolerance", "null_value", "relative", "paper_value",
          "paper", "note", "not_tested", "target", "test", "margin", "requires", "choice", "family", "seeds_are",
-         "common_test"}
+         "common_test", "about"}
 PRECONDITION_KEYS = {"what", "a", "b", "at_least", "at_most", "why", "guards"}
 GUARDS = (SUPPORTED, NOT_SUPPORTED)  # the verdicts a precondition may guard alone (``guards:``)
 # Preconditions every replication may name (replications/preconditions.yaml); a claims.yaml may add its own.
@@ -90,6 +90,9 @@ class Claim:
     # every seed was scored on the same examples (replicates of a procedure on one common test set): the
     # example-level interval is added although ``seeds_are`` says the seeds are not training seeds
     common_test: bool = False
+    # what the claim is about: ``science`` (redundancy, prunability, what heads do) or ``engineering`` (speed,
+    # time, memory, bytes: facts of the implementation and the machine); the ledger counts them apart
+    about: str = "science"
 
     @property
     def threshold(self) -> float:
@@ -225,7 +228,7 @@ def parse_claim(raw: Mapping[str, Any], replication: str, where: str,
               "task": raw.get("task"), "paper_value": raw.get("paper_value"), "paper": str(raw.get("paper", "")),
               "note": str(raw.get("note", "")), "choice": str(raw.get("choice", "")).strip(),
               "family": _words(raw, "family", where), "seeds_are": _words(raw, "seeds_are", where),
-              "common_test": _boolean(raw, "common_test", where)}
+              "common_test": _boolean(raw, "common_test", where), "about": _about(raw, where)}
     if raw.get("not_tested"):
         return Claim(**common, not_tested=str(raw["not_tested"]).strip())
     kind = raw.get("kind", "value")
@@ -260,6 +263,18 @@ def _finite(value: float, key: str, where: str) -> float:
     render "< +nan"), an infinite one makes every effect pass or fail."""
     if not math.isfinite(value):
         raise ClaimSpecError(f"{where}: {key} must be a finite number, got {value!r}")
+    return value
+
+
+ABOUT = ("science", "engineering")
+
+
+def _about(raw: Mapping[str, Any], where: str) -> str:
+    """``raw["about"]``: science (the default) or engineering."""
+    value = raw.get("about", "science")
+    if value not in ABOUT:
+        raise ClaimSpecError(f"{where}: about must be one of {list(ABOUT)} (engineering: speed, time, memory, bytes; "
+                             f"science: what the heads do), got {value!r}")
     return value
 
 

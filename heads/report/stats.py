@@ -49,7 +49,10 @@ NOT_SUPPORTED = "not supported"
 INCONCLUSIVE = "inconclusive"
 FAILED = "failed"
 NOT_TESTED = "not tested at this scale"
-VERDICTS = (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, FAILED, NOT_TESTED)
+# a merged ledger's claim whose replication does not run at its preset at all: nothing was measured, so it is
+# not "not tested at this scale" (the models measured and did not meet a precondition)
+NOT_RUN = "not run at this preset"
+VERDICTS = (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, FAILED, NOT_TESTED, NOT_RUN)
 DIRECTIONS = ("greater", "less")
 TESTS = ("directional", "equivalence", "exact")
 METHOD = {"directional": "one-sided t-test, Student-t 95 % interval over seeds",
