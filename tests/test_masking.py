@@ -230,3 +230,16 @@ def test_a_causal_head_s_rare_token_is_the_rarest_of_its_prefix():
     entry = next(iter(roles.values()))
     assert entry["rare"] is not None and entry["rare"].shape == (6,)
     assert float(entry["rare"].min()) >= 0 and float(entry["rare"].max()) <= 1
+
+
+def test_a_head_matters_when_its_interval_lies_above_the_budget():
+    from heads.report.measures import _budget_share
+
+    rng = np.random.default_rng(0)
+    base = 3.0 + rng.normal(0, 0.1, 40)
+    costly = base + 0.3 + rng.normal(0, 0.01, 40)  # +10 % of the loss, tightly: above a 1 % budget
+    harmless = base + rng.normal(0, 0.001, 40)  # within +-1 %
+    noisy = base + rng.normal(0, 2.0, 40)  # no verdict either way
+    ablated = np.stack([costly, harmless, noisy])
+    assert _budget_share(base, ablated, 0.01, "above_budget_share") == pytest.approx(1 / 3)
+    assert _budget_share(base, ablated, 0.01, "within_budget_share") == pytest.approx(1 / 3)

@@ -50,8 +50,9 @@ _REDUNDANCY = ("redundancy_ratio", "max_similarity", "min_js", "split_half_r", "
 KINDS: dict[str, Kind] = {
     "ablation": Kind(
         analysis="ablation", command="ablate", flatten=flatten.heads,
-        measures=("significant_share", "significant_count", "mean_delta_loss", "detectable"),
-        keys=frozenset({"measure", "site_kind", "alpha", "test"}), value=estimators.ablation,
+        measures=("significant_share", "significant_count", "mean_delta_loss", "detectable", "above_budget_share",
+                  "within_budget_share"),
+        keys=frozenset({"measure", "site_kind", "alpha", "test", "budget"}), value=estimators.ablation,
         label="{task} ablation {measure}{sites}"),
     "all_but_one": Kind(
         analysis="ablation", command="ablate", flatten=flatten.all_but_one,

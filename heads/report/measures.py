@@ -137,7 +137,62 @@ def measure(tree: RunTree, sel: Mapping[str, Any]) -> SeedValues:
         return _decoding(tree, sel)
     if source == "clock" and sel["measure"].endswith("time_to_target_ratio"):
         return _time_to_target(tree, sel)
+    if source == "ablation" and sel["measure"] in BUDGET_MEASURES:
+        return _ablation_budget(tree, sel)
     return _analysis(tree, sel)
+
+
+# single-head ablation as an effect size: the share of heads whose change in loss has its 95 % interval above the
+# harmless budget (they matter), or wholly within +-budget (shown harmless), not only a count of p-values
+BUDGET_MEASURES = ("above_budget_share", "within_budget_share")
+
+
+def _budget_share(base: np.ndarray, ablated: np.ndarray, budget: float, how: str) -> float:
+    """The share of rows of ``ablated`` ([heads, examples]) whose paired t-interval of the per-example change
+    against ``base`` lies above ``budget`` times the mean baseline loss (``above``) or within +-that (``within``)."""
+    from scipy import stats as st
+
+    diff = ablated - base[None, :]
+    n = diff.shape[1]
+    if n < 2:
+        return float("nan")
+    mean, se = diff.mean(axis=1), diff.std(axis=1, ddof=1) / np.sqrt(n)
+    half = float(st.t.ppf(0.975, n - 1)) * se
+    bound = budget * float(np.mean(base))
+    hits = mean - half > bound if how == "above_budget_share" else (mean - half > -bound) & (mean + half < bound)
+    return float(np.mean(hits))
+
+
+def _ablation_budget(tree: RunTree, sel: Mapping[str, Any]) -> SeedValues:
+    """:data:`BUDGET_MEASURES` per seed, from the per-example losses ``heads ablate`` kept beside its result,
+    recomputed on example resamples (the heads share one test set)."""
+    task, how, budget = sel["task"], sel["measure"], float(sel.get("budget", 0.01))
+    series = SeedValues(f"{task} ablation {how} (budget {budget:g})")
+    kinds = site_kinds(sel)
+    seeds = sorted(tree.analyses(task, "ablation", "none"))
+    if not seeds:
+        series.missing.append(f"{task}: no analysis/ablation/seed*.json")
+    for seed in seeds:
+        kept = tree.analysis_examples(task, "ablation", "none", seed)
+        try:
+            assert kept is not None and kept.get("test") == "loss"
+            base = np.asarray(kept["columns"]["base"], dtype=np.float64)
+            ablated = np.asarray(kept["columns"]["ablated"], dtype=np.float64)
+            chosen = np.asarray([kinds is None or site_kind(str(site)) in kinds for site, _ in kept["heads"]])
+            ablated = ablated[chosen]
+        except (AssertionError, KeyError, TypeError, ValueError):
+            series.missing.append(f"{task}: ablation seed {seed} kept no per-example losses")
+            continue
+        if ablated.ndim != 2 or not ablated.shape[0] or ablated.shape[1] != base.shape[0] or base.shape[0] < 2:
+            series.missing.append(f"{task}: ablation seed {seed} has nothing to measure")
+            continue
+        share = _budget_share(base, ablated, budget, how)
+        series.values[seed] = share
+        series.counts[seed] = (round(share * ablated.shape[0]), ablated.shape[0])
+        series.resample[seed] = (lambda idx, b=base, a=ablated: _budget_share(
+            b if idx is None else b[idx], a if idx is None else a[:, idx], budget, how))
+        series.units[seed] = int(base.shape[0])
+    return series
 
 
 # -- runs ----------------------------------------------------------------------------------------------
