@@ -243,7 +243,7 @@ def register(sub) -> None:
     p.add_argument("--replications", type=Path, default=Path("replications"), help="folder of replication specs")
     p.add_argument("--out", type=Path, required=True, help="folder for CLAIMS.md and claims.csv, e.g. OUT")
     p.add_argument("--preset", help="with --ledgers: the preset the ledgers are of; the claims of a replication "
-                   "that does not run at it (its settings.yaml says null) are not tested at this scale, saying so")
+                   "that does not run at it (its settings.yaml says null) are not run at this preset, saying so")
     p.add_argument("--robustness", type=Path, nargs="+",
                    help="measurements of other machines (results/bench/perturbation.json, machines.json): the "
                    "ledger marks the verdicts any of them flipped as fragile")
