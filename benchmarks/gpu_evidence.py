@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from heads.report.collect import read_jsonl_tolerant  # noqa: E402
 from heads.sheet import RunSpec, build, command_line, dag_for, layered  # noqa: E402
-from heads.visit import (  # noqa: E402
+from tools.visit import (  # noqa: E402
     BUDGET_S,
     CAPS,
     PARALLEL,
@@ -67,7 +67,7 @@ MINI = {
     "michel2019": {"curve_examples": 16, "curve_batches": 1, "curve_step": 0.25},
     "voita2019": {"steps": 4, "batches": 1},
 }
-MINI_CAPS = 4  # the miniature's caps are the visit's (heads.visit.CAPS) times this: a CPU process starts in ~20 s
+MINI_CAPS = 4  # the miniature's caps are the visit's (tools.visit.CAPS) times this: a CPU process starts in ~20 s
 TRAIN_SHARE = 0.85  # the steps are sized so that the baselines end within this share of train's cap
 CALIBRATION_STEPS = (20, 60)  # seconds per step measured between these steps
 MINI_CALIBRATION, MINI_STEPS = (5, 15), 30

@@ -25,13 +25,33 @@ from pathlib import Path
 from typing import Any
 
 from heads.config import ConfigError, RunConfig
-from heads.flops import count_params, flops_per_token
-from heads.gpus import DEFAULT_GPU, DEFAULT_MFU, GPUS, Gpu
 from heads.sheet import RunSpec, _flatten, _value, build, dag_for
+
+# heads.flops (through heads.surgery) imports torch: it is imported where a model is sized, so the command
+# line's parser, which reads the GPU table below for its help, starts without torch (~5 s a job).
 
 
 class PlanError(ValueError):
     """A preset, GPU class or task the plan cannot cost; the message names what would do."""
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """A GPU class: peak dense bf16 tensor throughput and memory, from the vendor's datasheet."""
+
+    name: str
+    tflops: float  # dense bf16, no 2:4 sparsity
+    memory_gib: float
+
+
+# NVIDIA datasheets, dense BF16 tensor-core TFLOP/s (the datasheets' headline figures are twice these, "with
+# sparsity"); H200 is the SXM part, whose compute equals the H100 SXM's.
+GPUS: dict[str, Gpu] = {g.name: g for g in (
+    Gpu("A100-40GB", 312, 40), Gpu("A100-80GB", 312, 80), Gpu("H100-PCIe", 756, 80), Gpu("H100-SXM", 989, 80),
+    Gpu("H200", 989, 141), Gpu("L4", 121, 24), Gpu("L40S", 362, 48),
+)}
+DEFAULT_GPU = "H100-SXM"
+DEFAULT_MFU = 0.35
 
 
 ASSUMPTIONS = (
@@ -112,6 +132,8 @@ def shape(cfg: RunConfig) -> Shape:
         raise PlanError(f"task {cfg.task!r}: the plan sizes {sorted(_TASKS)} only")
     key = (cfg.task, astuple(cfg.model), cfg.data.seq_len, cfg.data.source)
     if key not in _SHAPES:
+        from heads.flops import count_params, flops_per_token
+
         architecture, tokens_of = _TASKS[cfg.task]
         config = model_config(cfg)
         tokens = tokens_of(cfg.data.seq_len)

@@ -226,18 +226,7 @@ def test_a_checkpoints_decoding_limits_are_checked_when_it_loads():
         check_decoding(model, cfg)
 
 
-# -- plan, plugins, report specs -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("content", [b"hello\n", os.urandom(200)], ids=["text", "garbage"])
-def test_plan_visits_on_a_file_that_is_not_a_tar(tmp_path, capsys, content):
-    archive = tmp_path / "visit.tar.gz"
-    archive.write_bytes(content)
-    refused(["plan", "--preset", "gpu", "--visits", str(archive)], capsys, str(archive), "not a visit's archive")
-
-
-def test_plan_cores_0(capsys):
-    refused(["plan", "--preset", "smoke", "--cores", "0"], capsys, "--cores must be >= 1")
-
-
+# -- plugins, report specs (plan --visits and --cores: tests/test_visit.py, tests/test_cpu_cost.py) ---------------
 def test_heads_plugins_naming_a_missing_module(monkeypatch, capsys):
     monkeypatch.setenv("HEADS_PLUGINS", "no_such_plugin_module_xyz")
     refused(["list"], capsys, "HEADS_PLUGINS", "'no_such_plugin_module_xyz'")

@@ -159,15 +159,6 @@ def test_data_is_never_prepared_into_a_run_folder(tmp_path, below):
     assert sorted(p.name for p in run.iterdir()) == ["checkpoint", "metrics.jsonl"]
 
 
-# -- options that did nothing ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("options,named", [(["--logs", "nowhere"], "--logs is"),
-                                           (["--runs", "x", "--logs", "y"], "--logs and --runs are")])
-def test_plan_refuses_calibration_inputs_without_cpu_from(capsys, options, named):
-    # they were ignored without a word: the plan printed the preset's estimates as if it had read them
-    refused(["plan", "--preset", "smoke", *options], capsys,
-            f"plan: {named} read only to calibrate the CPU minutes on a preset's measured jobs: add --cpu-from")
-
-
 # -- messages that said the wrong thing ----------------------------------------------------------------------------
 def test_a_refusal_names_its_command_once(tmp_path, capsys):
     (tmp_path / "out").mkdir()

@@ -1,4 +1,4 @@
-"""The GPU visit's part-by-part estimate (heads.visit, ``heads plan --visits``): only what a visit measured at
+"""The GPU visit's part-by-part estimate (tools.visit, ``python -m tools.plan --visits``): only what a visit measured at
 this sheet's batch is used, jobs are scheduled as the visit's executor runs them, and a part with an unmeasured
 job says so instead of guessing."""
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from heads.cli import main
 from heads.plan import run_config
 from heads.sheet import build, dag_for
-from heads.visit import (
+from tools.plan import main
+from tools.visit import (
     ALLOWANCE_S,
     CAPS,
     PRESET,
@@ -186,22 +186,22 @@ def rewrite(archive: Path, members: dict[str, bytes]) -> None:
             tar.addfile(info, io.BytesIO(raw))
 
 
-def test_heads_plan_shows_the_visit_part_by_part(entries, tmp_path, capsys):
+def test_the_plan_shows_the_visit_part_by_part(entries, tmp_path, capsys):
     batch = run_config(next(e for e in entries if kind(e) == "baseline"), PRESET).data.batch_size
     archive = write_visit(tmp_path / "2026-01-01-1.tar.gz", entries, batch, TOOK)
-    assert main(["plan", "--preset", PRESET, "--replications", str(REPLICATIONS), "--visits", str(archive)]) == 0
+    assert main(["--preset", PRESET, "--replications", str(REPLICATIONS), "--visits", str(archive)]) == 0
     out = capsys.readouterr().out
     assert "## The GPU visit, part by part (from 2026-01-01-1)" in out
     assert "| analyses | 15 | 100 | 150 | yes |" in out and "In all" in out and "budget" in out
-    assert main(["plan", "--preset", PRESET, "--replications", str(REPLICATIONS), "--format", "json",
+    assert main(["--preset", PRESET, "--replications", str(REPLICATIONS), "--format", "json",
                  "--visits", str(archive)]) == 0
     visit = json.loads(capsys.readouterr().out)["visit"]
     assert [p["name"] for p in visit["parts"]] == ["train", "analyses", "curves", "scratch"]
     assert visit["start_s"] == pytest.approx(12.5)
 
 
-def test_heads_plan_says_what_is_unknown_without_a_visit(tmp_path, capsys):
-    assert main(["plan", "--preset", PRESET, "--replications", str(REPLICATIONS), "--visits"]) == 0
+def test_the_plan_says_what_is_unknown_without_a_visit(tmp_path, capsys):
+    assert main(["--preset", PRESET, "--replications", str(REPLICATIONS), "--visits"]) == 0
     out = capsys.readouterr().out
     assert "(from no visit yet)" in out and "In all: unknown" in out and "never" not in out
 
@@ -211,7 +211,19 @@ def test_a_file_that_is_not_a_visit_is_refused(tmp_path, capsys):
     with tarfile.open(bad, "w:gz"):
         pass
     with pytest.raises(SystemExit):
-        main(["plan", "--preset", PRESET, "--replications", str(REPLICATIONS), "--visits", str(bad)])
+        main(["--preset", PRESET, "--replications", str(REPLICATIONS), "--visits", str(bad)])
     assert "no record" in capsys.readouterr().err
     with pytest.raises(ValueError, match="records at the top"):
         read_visit(tmp_path)
+
+
+@pytest.mark.parametrize("content", [b"hello\n", bytes(range(256)) * 2], ids=["text", "garbage"])
+def test_a_file_that_is_not_a_tar_is_refused_in_one_line(tmp_path, capsys, content):
+    archive = tmp_path / "visit.tar.gz"
+    archive.write_bytes(content)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main(["--preset", "gpu", "--replications", str(REPLICATIONS), "--visits", str(archive)])
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert exc.value.code == 2 and len(lines) == 1
+    assert str(archive) in lines[0] and "not a visit's archive" in lines[0] and lines[0].startswith("tools.plan: ")

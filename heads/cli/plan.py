@@ -1,14 +1,15 @@
-"""``heads plan``: what a preset's DAG costs (runs, FLOPs, GPU-hours, memory, disk) before anything runs."""
+"""``heads plan``: what a preset's DAG costs (runs, FLOPs, GPU-hours, memory, disk) before anything runs.
+
+The CPU minutes measured on this machine and the GPU visit's part-by-part estimate are the repository's
+logistics, not the library's: ``python -m tools.plan`` (tools/plan.py) prints this plan and those beside it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-import tarfile
-import zlib
 
-from heads.cli.common import fail, one_line
-from heads.visit import BUDGET_S, RESERVE_S
+from heads.cli.common import fail
 
 
 def markdown(plan) -> str:
@@ -36,126 +37,27 @@ def markdown(plan) -> str:
     return "\n".join(lines)
 
 
-def visit_markdown(parts, start: float | None, visits: list[str], budget: float, reserve: float) -> str:
-    """The GPU visit part by part: each part's estimate against its cap, and what the estimate rests on."""
-    lines = [f"## The GPU visit, part by part (from {', '.join(visits) if visits else 'no visit yet'})", "",
-             "| part | jobs | estimate, s | cap, s | fits | basis (slowest job of each kind) |",
-             "|---|--:|--:|--:|---|---|"]
-    used = start or 0.0
-    for part in parts:
-        cap = part.cap_s if part.cap_s is not None else budget - reserve - used
-        if part.skipped:
-            lines.append(f"| {part.name} | {len(part.jobs)} | - | {cap:.0f} | skipped | {part.skipped} |")
-            continue
-        fits = "?" if part.seconds is None else ("yes" if part.seconds <= cap else "no")
-        bases: dict[str, str] = {}
-        for j in sorted(part.jobs, key=lambda j: -(j.seconds or 0.0)):
-            bases.setdefault(j.kind, j.basis)
-        lines.append(f"| {part.name} | {len(part.jobs)} | "
-                     f"{'unknown' if part.seconds is None else f'{part.seconds:.0f}'} | "
-                     f"{cap:.0f}{'' if part.cap_s is not None else ' (left)'} | {fits} | "
-                     + "; ".join(f"{k}: {b}" for k, b in bases.items()) + " |")
-        if part.cap_s is not None:  # a part ends by its cap at the latest; scratch runs only if it fits
-            used += cap if part.seconds is None else min(part.seconds, cap)
-        elif part.seconds is not None and part.seconds <= cap:
-            used += part.seconds
-    unknown = sorted({k for p in parts for k in p.unknown})
-    lines += ["", f"Start-up before the parts: {'unknown' if start is None else f'{start:.0f} s'} (the latest "
-              "visit's elapsed time less its parts'). " + (
-                  f"In all {used:.0f} s of the {budget:g} s budget ({reserve:g} s kept back)."
-                  if not unknown and start is not None else
-                  f"In all: unknown; no visit measured {', '.join(unknown) or 'the start-up'} as the sheet runs "
-                  "it now, so whether the visit fits its budget is not known until one does."), ""]
-    return "\n".join(lines)
+def costed(args: argparse.Namespace):
+    """The plan ``args`` ask for (the options :func:`add_options` adds); a preset, GPU or MFU it cannot cost is
+    a one-line refusal."""
+    from heads.plan import PlanError, plan
 
-
-def _visit(args: argparse.Namespace):
-    """The visit's part-by-part estimate for ``args.preset`` from the archives ``args.visits`` (default: every
-    archive in results/gpu/visits, oldest first, at the gpu preset)."""
-    from pathlib import Path
-
-    from heads.config import ConfigError
-    from heads.sheet import build, dag_for
-    from heads.visit import TASK, estimate, read_visit
-
-    paths = args.visits
-    if paths is None:
-        if args.preset != "gpu":
-            return None
-        paths = sorted(Path("results/gpu/visits").glob("*.tar.gz"))
-    visits = []
-    for p in paths:
-        try:
-            visits.append(read_visit(Path(p)))
-        except (tarfile.TarError, EOFError, zlib.error):  # not a tar at all, or one cut short
-            raise fail(f"plan: --visits {p}: not a visit's archive (a .tar.gz or a folder), or one cut short") \
-                from None
-        except (OSError, ValueError) as exc:
-            raise fail(f"plan: --visits: {one_line(exc)}") from None
     try:
-        sheet = build(args.replications, dag_for(args.replications, args.preset, None))
-    except ConfigError as exc:
+        return plan(args.preset, args.gpu, args.mfu, args.replications)
+    except PlanError as exc:
         raise fail(f"plan: {exc}") from None
-    entries = [e for e in sheet.runs.values() if e.task == TASK]
-    if not entries:
-        raise fail(f"plan: the {args.preset} preset runs no {TASK} job for a visit to estimate")
-    parts, start = estimate(entries, visits, args.preset)
-    return parts, start, visits
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from heads.plan import PlanError, plan
-
-    if args.cores < 1:  # the CPU minutes divide by it
-        raise fail(f"plan: --cores must be >= 1, got {args.cores}")
-    given = [name for name, value in (("--logs", args.logs), ("--runs", args.runs)) if value is not None]
-    if given and not args.cpu_from:  # read only to calibrate: without it the plan would ignore them unsaid
-        raise fail(f"plan: {' and '.join(given)} {'are' if len(given) > 1 else 'is'} read only to calibrate the CPU "
-                   f"minutes on a preset's measured jobs: add --cpu-from PRESET, or drop {' and '.join(given)}")
-    try:
-        result = plan(args.preset, args.gpu, args.mfu, args.replications)
-    except PlanError as exc:
-        raise fail(f"plan: {exc}") from None
-    cpu = None
-    if args.cpu_from:
-        from heads import cpu_cost
-
-        try:
-            calibration = cpu_cost.calibrate(args.cpu_from, args.logs or "logs", args.replications, args.runs)
-            cpu = (calibration, cpu_cost.cost(args.preset, calibration, args.replications))
-        except PlanError as exc:
-            raise fail(f"plan: {exc}") from None
-    visit = _visit(args)
-    if args.format == "json":
-        data = result.to_dict()
-        if visit is not None:
-            from dataclasses import asdict
-
-            parts, start, visits = visit
-            data["visit"] = {"from": [v.name for v in visits], "devices": [v.device for v in visits],
-                             "start_s": start, "budget_s": BUDGET_S, "reserve_s": RESERVE_S,
-                             "parts": [{**asdict(p), "unknown": p.unknown} for p in parts]}
-        if cpu is not None:
-            data["cpu"] = {"calibrated_on": args.cpu_from, "start_s": cpu[0].start_s, "cores": args.cores,
-                           "replications": {c.name: {"jobs": c.jobs, "core_minutes": c.core_s / 60,
-                                                     "minutes": c.minutes(args.cores), "longest": list(c.longest)}
-                                            for c in cpu[1]}}
-        print(json.dumps(data, indent=2))
-    else:
-        print(markdown(result))
-        if cpu is not None:
-            from heads.cpu_cost import markdown as cpu_markdown
-
-            print("\n" + cpu_markdown(args.preset, cpu[0], cpu[1], args.cores), end="")
-        if visit is not None:
-            print("\n" + visit_markdown(visit[0], visit[1], [v.label for v in visit[2]], BUDGET_S, RESERVE_S), end="")
+    result = costed(args)
+    print(json.dumps(result.to_dict(), indent=2) if args.format == "json" else markdown(result))
     return 0
 
 
-def register(sub) -> None:
-    from heads.gpus import DEFAULT_GPU, DEFAULT_MFU, GPUS
+def add_options(p: argparse.ArgumentParser) -> None:
+    """The plan's options (tools/plan.py adds its own to the same)."""
+    from heads.plan import DEFAULT_GPU, DEFAULT_MFU, GPUS  # the table and defaults only: no torch at parse time
 
-    p = sub.add_parser("plan", help="what a preset's DAG costs: runs, FLOPs, GPU-hours, memory, disk")
     p.add_argument("--preset", default="tiny", help="smoke | tiny | small | paper (default tiny)")
     p.add_argument("--gpu", default=DEFAULT_GPU,
                    help=f"GPU class for GPU-hours and memory fit: {', '.join(GPUS)} (default {DEFAULT_GPU})")
@@ -164,14 +66,9 @@ def register(sub) -> None:
     p.add_argument("--format", default="md", choices=["md", "json"], help="Markdown table or JSON (default md)")
     p.add_argument("--replications", default="replications",
                    help="the replications folder whose run sheet is costed (default replications)")
-    p.add_argument("--cpu-from", metavar="PRESET",
-                   help="also cost each replication in CPU minutes, calibrated on the jobs of PRESET this machine "
-                        "ran (their Snakemake benchmark files under --logs)")
-    p.add_argument("--logs", help="where the workflow's logs are (default logs)")
-    p.add_argument("--runs", help="the run tree the --cpu-from jobs wrote (e.g. results/small/runs): each training "
-                   "job is costed by the config.json it ran with, not by what the preset says now")
-    p.add_argument("--cores", type=int, default=2, help="cores for the CPU minutes (default 2)")
-    p.add_argument("--visits", nargs="*", metavar="ARCHIVE",
-                   help="also estimate the GPU visit (benchmarks/gpu_evidence.py) part by part from these visits' "
-                        "archives, oldest first (default at the gpu preset: results/gpu/visits/*.tar.gz)")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("plan", help="what a preset's DAG costs: runs, FLOPs, GPU-hours, memory, disk")
+    add_options(p)
     p.set_defaults(func=cmd_plan)

@@ -1,5 +1,6 @@
 """The GPU visit (``benchmarks/gpu_evidence.py``): its parts and their caps, and what each part of the next visit
-should take, from what earlier visits measured (the archives they brought back, ``results/gpu/visits/``).
+should take, from what earlier visits measured (the archives they brought back, ``results/gpu/visits/``;
+``python -m tools.plan --preset gpu`` prints the estimate).
 
 An estimate comes only from a measurement: a job kind (baseline, l0, roles, ablation, curve/importance, ...)
 that finished in a visit is expected to take what it took there (training jobs rescaled to this sheet's steps

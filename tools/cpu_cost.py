@@ -1,4 +1,5 @@
-"""CPU minutes of a preset's replications, calibrated on the jobs a machine has already run.
+"""CPU minutes of a preset's replications, calibrated on the jobs a machine has already run
+(``python -m tools.plan --cpu-from PRESET``).
 
 :mod:`heads.plan` counts FLOPs; how long a FLOP takes on a CPU depends on the machine, the model family and the
 kind of job. Snakemake's benchmark files record every finished job's wall seconds
