@@ -243,3 +243,14 @@ def test_a_head_matters_when_its_interval_lies_above_the_budget():
     ablated = np.stack([costly, harmless, noisy])
     assert _budget_share(base, ablated, 0.01, "above_budget_share") == pytest.approx(1 / 3)
     assert _budget_share(base, ablated, 0.01, "within_budget_share") == pytest.approx(1 / 3)
+
+
+def test_a_job_with_several_orders_needs_the_order_named():
+    from heads.report.estimators import mask
+
+    rows = [{"unit": "none", "order": "none", "ratio": 0.0, "loss": 3.0},
+            {"unit": "group", "order": "importance", "ratio": 0.3, "loss": 3.4},
+            {"unit": "group", "order": "oracle", "ratio": 0.3, "loss": 3.2}]
+    assert mask(rows, {"unit": "group", "ratio": 0.3, "measure": "loss"}) is None  # ambiguous: nothing picked
+    assert mask(rows, {"unit": "group", "order": "oracle", "ratio": 0.3, "measure": "loss"}) == 3.2
+    assert mask(rows, {"unit": "none", "order": "oracle", "measure": "loss"}) == 3.0

@@ -153,11 +153,13 @@ MASK_UNITS = ("head", "group", "none")
 
 def mask_row(rows: list[dict], sel: Mapping[str, Any]) -> dict | None:
     """The row of ``heads mask`` a selector names: its ``unit`` (head, group; ``none``: the unmasked model) at
-    its ``ratio``."""
+    its ``ratio``, in its ``order`` (importance, random, oracle; needed where the job ranked by several)."""
     unit = str(sel.get("unit", "head"))
     ratio = 0.0 if unit == "none" else number(sel.get("ratio"))
-    return next((r for r in rows if r.get("unit") == unit and ratio is not None
-                 and abs(float(r["ratio"]) - ratio) < 1e-9), None)
+    order = sel.get("order")
+    found = [r for r in rows if r.get("unit") == unit and ratio is not None and abs(float(r["ratio"]) - ratio) < 1e-9
+             and (unit == "none" or order is None or r.get("order") == order)]
+    return found[0] if len(found) == 1 else None  # several orders and none named: nothing to pick
 
 
 def mask(rows: list[dict], sel: Mapping[str, Any]) -> float | None:

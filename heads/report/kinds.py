@@ -109,7 +109,7 @@ KINDS: dict[str, Kind] = {
     # masks evaluated on one common test set: measures._attach_mask_examples resamples its texts
     "mask": Kind(
         analysis="mask", command="mask", flatten=flatten.masks, measures=("loss", "delta_loss", "relative"),
-        keys=frozenset({"arm", "unit", "ratio", "measure"}), required=("arm",), value=estimators.mask,
+        keys=frozenset({"arm", "unit", "order", "ratio", "measure"}), required=("arm",), value=estimators.mask,
         label="{task} mask {arm} {unit} {where} {measure}", arm="arm"),
 }
 # the run records' own selector (``from: run``, the default): not an analysis, so not a kind of rows above

@@ -400,7 +400,7 @@ def _attach_mask_examples(series: SeedValues, seed: int, kept: Mapping[str, Any]
     texts for every replicate and both sides of a claim."""
     if kept is None:
         return
-    unit, ratio = str(sel.get("unit", "head")), sel.get("ratio")
+    unit, ratio, order = str(sel.get("unit", "head")), sel.get("ratio"), sel.get("order")
     try:
         cols = kept["columns"]
         clusters = np.asarray(cols["cluster"])
@@ -408,8 +408,8 @@ def _attach_mask_examples(series: SeedValues, seed: int, kept: Mapping[str, Any]
         if unit == "none":
             losses = np.asarray(cols["base"], dtype=np.float64)
         else:
-            at = next(i for i, (u, _, r) in enumerate(kept["rows"])
-                      if u == unit and abs(float(r) - float(ratio)) < 1e-9)
+            at = next(i for i, (u, o, r) in enumerate(kept["rows"])
+                      if u == unit and abs(float(r) - float(ratio)) < 1e-9 and order in (None, o))
             losses = np.asarray(cols["masked"][at], dtype=np.float64)
     except (KeyError, TypeError, ValueError, StopIteration):
         return

@@ -95,15 +95,19 @@ def _masking(s: dict, seeds: list[int]) -> list[RunSpec]:
     the seeds of these claims, whatever the preset's shards are; every job reads the shipped model through the
     first shard's baseline (``train.steps: 0``: the model as shipped)."""
     source = run_label(TASK, "baseline", "none", 0.0, seeds[0])
-    common = {"units": ["head", "group"], "ratios": list(s["mask_ratios"]), "test_windows": s["mask_test_windows"]}
+    common = {"ratios": list(s["mask_ratios"]), "test_windows": s["mask_test_windows"]}
     out = []
-    for arm, replicates, orders, windows in (
-            ("importance", s["mask_replicates"], ["importance"], s["mask_score_windows"]),
-            ("oracle", s["oracle_replicates"], ["oracle"], s["oracle_score_windows"])):
+    # the oracle's job ranks by importance too, on the same few windows it measures on: the two orders compared
+    # with the same data, replicate by replicate
+    for arm, replicates, orders, units, windows in (
+            ("importance", s["mask_replicates"], ["importance"], ["head", "group"], s["mask_score_windows"]),
+            ("oracle", s["oracle_replicates"], ["importance", "oracle"], s["oracle_units"],
+             s["oracle_score_windows"])):
         for r in range(replicates):
             out.append(RunSpec(label=analysis_label(TASK, "mask", arm, seed=r), command="mask",
                                replication=REPLICATION, task=TASK, seed=r, variant="mask", arm=arm,
-                               options={**common, "orders": orders, "seed": r, "score_windows": windows,
+                               options={**common, "units": list(units), "orders": orders, "seed": r,
+                                        "score_windows": windows,
                                         **({"oracle_step": s["oracle_step"]} if arm == "oracle" else {})},
                                paths={"source": source}, after=(source,)))
     return out
