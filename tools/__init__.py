@@ -5,5 +5,5 @@ parts, caps and timings, :mod:`tools.visit`), and the command printing them besi
 
 Run from the repository root (``python -m tools.plan``; the tests put the root on ``sys.path``, see
 pyproject.toml): the package is not installed with ``heads``, and ``heads`` imports none of it
-(tests/test_imports.py checks), so a library user never meets a GPU loan's caps or this machine's timings.
+(tests/test_logistics.py checks), so a library user never meets a GPU loan's caps or this machine's timings.
 """
