@@ -254,3 +254,17 @@ def test_a_job_with_several_orders_needs_the_order_named():
     assert mask(rows, {"unit": "group", "ratio": 0.3, "measure": "loss"}) is None  # ambiguous: nothing picked
     assert mask(rows, {"unit": "group", "order": "oracle", "ratio": 0.3, "measure": "loss"}) == 3.2
     assert mask(rows, {"unit": "none", "order": "oracle", "measure": "loss"}) == 3.0
+
+
+def test_a_redundancy_share_is_counted_over_units_so_none_redundant_can_decide():
+    from heads.report.estimators import Share, definition
+
+    rows = [{"unit": "group", "space": "residual", "pooling": "mean", "redundancy_ratio": 0.0,
+             "sites": {"a": {"units": 3, "redundant": 0}, "b": {"units": 3, "redundant": 0}}},
+            {"unit": "head", "space": "residual", "pooling": "mean", "redundancy_ratio": 0.25,
+             "sites": {"a": {"units": 4, "redundant": 1}, "b": {"units": 4, "redundant": 1}}}]
+    sel = {"measure": "redundancy_ratio", "space": "residual", "pooling": "mean"}
+    assert definition(rows, {**sel, "unit": "group"}) == Share(0, 6)
+    assert definition(rows, {**sel, "unit": "head"}) == Share(2, 8)
+    # a row without per-site counts (a stratified view) stays a number
+    assert definition([{**rows[0], "sites": None}], {**sel, "unit": "group"}) == 0.0

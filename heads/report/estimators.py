@@ -107,16 +107,30 @@ def roles(rows: list[dict], sel: Mapping[str, Any]) -> float | Share | None:
     return None if k is None or g is None else k - g
 
 
-def definition(rows: list[dict], sel: Mapping[str, Any]) -> float | None:
+def definition(rows: list[dict], sel: Mapping[str, Any]) -> float | Share | None:
     """The row of one similarity definition (``pooling``, default the report's ``mean``; ``space``, default
     ``value``, or ``attention`` for the JS row, which has one pooling; ``unit``, ``head`` or ``group``, default
     the first row that matches, the model's own unit when a job measured one) of a ``heads redundancy``
-    result."""
+    result. Its ``redundancy_ratio`` is a :class:`Share` of the units counted per site where the row has them, so
+    a share every seed measures alike (none redundant on every shard) is still tested, by the exact binomial
+    over the units, rather than left undecidable for want of spread."""
     space = str(sel.get("space", "value"))
     pooling = str(sel["pooling"]) if "pooling" in sel else None if space == "attention" else "mean"
     found = [r for r in rows if (pooling is None or r.get("pooling") == pooling) and r.get("space") == space
              and ("unit" not in sel or r.get("unit") == str(sel["unit"]))]
-    return number(found[0].get(sel["measure"])) if found else None
+    if not found:
+        return None
+    value = number(found[0].get(sel["measure"]))
+    sites = found[0].get("sites")
+    if sel["measure"] == "redundancy_ratio" and value is not None and isinstance(sites, Mapping) and sites:
+        try:
+            k = sum(int(v["redundant"]) for v in sites.values())
+            n = sum(int(v["units"]) for v in sites.values())
+        except (KeyError, TypeError, ValueError):
+            return value
+        if n and abs(k / n - value) < 1e-9:  # the counts the ratio was taken over
+            return Share(k, n)
+    return value
 
 
 def shift(rows: list[dict], sel: Mapping[str, Any]) -> float | None:
