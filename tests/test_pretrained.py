@@ -124,6 +124,22 @@ def test_every_shard_is_a_seed_whose_runs_carry_it_in_their_own_config():
     assert ablations and all(e.options["layers"] == dag["pretrained"]["ablation_layers"] for e in ablations)
 
 
+def test_the_masking_replicates_are_their_own_seeds_on_the_shipped_model():
+    """Michel's unit: every replicate masks single query heads and whole groups, importance on its own slice of
+    the scoring windows, all on one common test set; the oracle's job ranks by importance on its windows too."""
+    dag = dag_for(REPLICATIONS, "pretrained")
+    s = dag["pretrained"]
+    masks = [e for e in build(REPLICATIONS, dag).runs.values() if e.command == "mask"]
+    by_arm = {arm: sorted(e.seed for e in masks if e.arm == arm) for arm in {e.arm for e in masks}}
+    assert by_arm == {"importance": list(range(s["mask_replicates"])), "oracle": list(range(s["oracle_replicates"]))}
+    assert s["mask_replicates"] >= 10 and s["oracle_replicates"] >= 3  # both verdicts reachable over replicates
+    first = f"lm/baseline/none/0.0/seed{dag['seeds_of'].get('pretrained', dag['seeds'])[0]}"
+    for e in masks:
+        assert e.paths["source"] == first and e.options["seed"] == e.seed
+        assert e.options["test_windows"] == s["mask_test_windows"]  # one common test set for every replicate
+        assert e.options["orders"] == (["importance"] if e.arm == "importance" else ["importance", "oracle"])
+
+
 # -- ablation on a sample of layers, with its power --------------------------------------------------------------
 def test_ablation_of_a_sample_of_layers_reports_only_those_and_each_tests_power():
     from conftest import batch_for
