@@ -186,6 +186,13 @@ def make_tree(root: Path) -> Path:
                  "shifted": {"lm_kjv": {"dataset": "lm_kjv", "change": 0.04 + 0.002 * s, "gap": 0.02 + 0.002 * s},
                              "lm_bbe": {"dataset": "lm_bbe", "change": 0.02, "gap": 0.0}}}
         _write(runs / "lm" / "analysis" / "shift" / "oneshot" / f"seed{s}.json", shift)
+        # Michel's unit on the pretrained model: query heads and whole groups masked (heads mask)
+        _write(runs / "lm" / "analysis" / "mask" / "importance" / f"seed{s}.json", {
+            "baseline": {"loss": 3.0, "perplexity": 20.09, "windows": 8, "tokens": 1016},
+            "rows": [{"unit": unit, "order": "importance", "ratio": 0.3, "units_closed": 3 if unit == "head" else 1,
+                      "heads_closed": 3, "heads": 12, "loss": loss + 0.01 * s, "perplexity": 2.718 ** (loss + 0.01 * s),
+                      "delta_loss": loss + 0.01 * s - 3.0, "relative": (loss + 0.01 * s - 3.0) / 3.0,
+                      "closed": {}} for unit, loss in (("head", 3.1), ("group", 3.3))]})
         # D7, genres: the baseline pruned by similarity pooled over genres vs stratified, scored per genre
         for arm, worst in (("genre-pooled", 0.12 + 0.01 * s), ("genre-stratified", 0.05)):
             shifted = {"lm_wisdom": {"dataset": "lm_wisdom", "change": worst},
