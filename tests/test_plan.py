@@ -123,3 +123,13 @@ def test_bad_input_exits_2(argv, message, capsys):
 
 def test_gpu_table_is_dense_bf16():
     assert GPUS["A100-80GB"].tflops == 312 and GPUS["H100-SXM"].tflops == 989 == GPUS["H200"].tflops
+
+
+def test_the_pretrained_preset_is_costed_with_its_shipped_models():
+    """A shipped checkpoint is sized as the class it names (Bergamot's student is no MarianMTModel), and the
+    masking jobs of Michel's unit are costed like every other analysis."""
+    from heads.plan import plan as cost
+
+    p = cost("pretrained", "A100-80GB", 0.5, REPLICATIONS)
+    masks = [j for j in p.jobs if "/analysis/mask/" in j.label]
+    assert masks and all(j.eval_flops > 0 for j in masks)
