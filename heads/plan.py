@@ -136,10 +136,13 @@ def shape(cfg: RunConfig) -> Shape:
 
         architecture, tokens_of = _TASKS[cfg.task]
         config = model_config(cfg)
-        # a checkpoint names its own class (a shipped Bergamot student is no MarianMTModel): size that one
-        architecture = (getattr(config, "architectures", None) or [architecture])[0]
         tokens = tokens_of(cfg.data.seq_len)
-        flops = flops_per_token(config, None, tokens, architecture=architecture)
+        try:
+            flops = flops_per_token(config, None, tokens, architecture=architecture)
+        except ValueError:  # a checkpoint of a class the task's default is not (a shipped Bergamot student is no
+            # MarianMTModel): size the class its config names
+            architecture = (getattr(config, "architectures", None) or [architecture])[0]
+            flops = flops_per_token(config, None, tokens, architecture=architecture)
         _SHAPES[key] = Shape(config, architecture, tokens, count_params(config, architecture=architecture),
                              flops.total, flops.forward, tuple(_site_heads(config)))
     return _SHAPES[key]
