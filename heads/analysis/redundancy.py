@@ -16,7 +16,7 @@ correlation between the similarities measured on two halves of the batches.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -120,11 +120,7 @@ def redundancy(model: nn.Module, batches: Sequence[Mapping[str, Any]] | Mapping[
             for pooling in poolings:
                 measured = {d: by_unit[unit] for d, by_unit in sums[(sp, pooling)].items()}
                 per_domain = {d: mean_matrices(*p) for d, p in measured.items()}
-                flags: dict[str, torch.Tensor] | None = None
-                for matrices in per_domain.values():
-                    found = redundant_heads(matrices, threshold)
-                    flags = found if flags is None else {k: flags[k] & found[k] for k in flags}
-                assert flags is not None
+                flags = _in_every_domain(per_domain, lambda m: redundant_heads(m, threshold))
                 row: dict[str, Any] = {
                     "pooling": pooling, "space": sp, "threshold": threshold, "unit": unit,
                     "redundancy_ratio": share_redundant(flags),
@@ -146,6 +142,17 @@ def redundancy(model: nn.Module, batches: Sequence[Mapping[str, Any]] | Mapping[
     return rows
 
 
+def _in_every_domain(per_domain: Mapping[str, Mapping[str, torch.Tensor]],
+                     flag: Callable[[Mapping[str, torch.Tensor]], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Per site, the units ``flag`` marks in every domain's matrices (the stratified view; one domain: its own)."""
+    flags: dict[str, torch.Tensor] | None = None
+    for matrices in per_domain.values():
+        found = flag(matrices)
+        flags = found if flags is None else {k: flags[k] & found[k] for k in flags}
+    assert flags is not None
+    return flags
+
+
 def _two_halves(domains: Mapping[str, Sequence]) -> bool:
     """Both halves hold a batch (even and odd batches of some domain)."""
     return any(len(b) > 1 for b in domains.values())
@@ -156,11 +163,7 @@ def _js_row(model: nn.Module, domains: Mapping[str, Sequence[Mapping[str, Any]]]
     """The attention-pattern row of :func:`redundancy`."""
     measured = {d: js_sums(model, b, parts) for d, b in domains.items()}
     per_domain = {d: mean_matrices(*p) for d, p in measured.items()}
-    flags: dict[str, torch.Tensor] | None = None
-    for matrices in per_domain.values():
-        found = same_pattern_heads(matrices, threshold)
-        flags = found if flags is None else {k: flags[k] & found[k] for k in flags}
-    assert flags is not None
+    flags = _in_every_domain(per_domain, lambda m: same_pattern_heads(m, threshold))
     row: dict[str, Any] = {
         "definition": "js", "pooling": "token", "space": "attention", "threshold": threshold, "unit": "head",
         "redundancy_ratio": share_redundant(flags), "max_similarity": None,
