@@ -30,6 +30,7 @@ from torch import nn
 
 from heads.scoring.evaluate import evaluate_closures
 from heads.scoring.losses import ExampleStats, example_stats
+from heads.scoring.normalize import l2_normalize
 from heads.scoring.select import group_sizes
 from heads.scoring.session import base_gates, non_empty, run, scoring_mode
 from heads.surgery import head_layout, set_gates
@@ -117,11 +118,8 @@ def importances(model: nn.Module, batches: Sequence[Mapping[str, Any]], group_si
                 g = group_size[name]
                 groups[name] += grad.view(size, -1, g).sum(-1).abs().sum(0)
     scale = 1 / max(n, 1)
-    return Importances(_l2({k: v * scale for k, v in heads.items()}), _l2({k: v * scale for k, v in groups.items()}))
-
-
-def _l2(scores: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return {k: v / v.norm() if v.numel() and v.norm() > 0 else v for k, v in scores.items()}
+    return Importances(l2_normalize({k: v * scale for k, v in heads.items()}),
+                       l2_normalize({k: v * scale for k, v in groups.items()}))
 
 
 def _wanted(units: Sequence[Unit], ratio: float, total_heads: int) -> int:
