@@ -226,6 +226,17 @@ def train_job(e: RunSpec, cfg: RunConfig) -> Job:
                precision=getattr(t, "precision", "fp32"))
 
 
+def job_memory_mb(cfg: RunConfig, slack: float = 1.25, runtime_mb: int = 1024) -> int:
+    """What a job of ``cfg`` on this model asks the scheduler for: a training run's memory (weights, gradients,
+    two AdamW moments, one micro-batch's activations; the costliest job of the battery) with ``slack`` for the
+    allocator, plus ``runtime_mb`` for the interpreter, torch and the data."""
+    s, t = shape(cfg), cfg.train
+    micro = math.ceil(cfg.data.batch_size / getattr(t, "accumulate", 1))
+    wide = getattr(t, "precision", "fp32") == "fp32"
+    need = 16 * s.params + activation_bytes(s.config, s.tokens, micro, wide)
+    return math.ceil(need * slack / 2**20) + runtime_mb
+
+
 def _curve_levels(heads: tuple[int, ...], step: float, max_ratio: float, floor: int) -> int:
     """Levels past the unpruned one that an iterative curve evaluates, as ``Iterative.curve`` counts them: a
     level that rounds to no new head is skipped, and the curve ends at ``max_ratio`` or where the ``floor`` every

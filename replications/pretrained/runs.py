@@ -19,6 +19,12 @@ def _posthoc(source: str, arm: str, ratio: float, seed: int, batches: int) -> Ru
                    options={"evaluate": True}, paths={"source": source}, after=(source,))
 
 
+def _layers(sample: list[int] | int) -> dict:
+    """The ablation's layers: those listed, or a count spread over the model's depth, which the command resolves
+    on the model it loads (so one setting serves a model of any depth)."""
+    return {"spread_layers": sample} if isinstance(sample, int) else {"layers": list(sample)}
+
+
 def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
     """Per shard: the baseline; per ratio, the model pruned by importance and its short recovery fine-tune; the
     single-head ablation and all-but-one on a stated sample of layers; a pruning curve per scorer; the speed of
@@ -44,7 +50,7 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
         out.append(RunSpec(label=analysis_label(TASK, "ablation", seed=seed), command="ablate",
                            replication=REPLICATION, task=TASK, seed=seed, variant="ablation",
                            options={"batches": s["ablation_batches"], "test": "loss",
-                                    "layers": list(s["ablation_layers"]), "chunk": s["ablation_chunk"],
+                                    **_layers(s["ablation_layers"]), "chunk": s["ablation_chunk"],
                                     "held_out": True},
                            paths={"source": base.label}, after=(base.label,)))
         for scorer in s["curve_scorers"]:
