@@ -335,6 +335,31 @@ def baseline(replication: str, task: str, seed: int, config: dict | None = None)
                    config=config or {})
 
 
+def masking_runs(replication: str, task: str, settings: Mapping[str, Any], source: str) -> list[RunSpec]:
+    """Michel's unit on a model that ``source`` (a run label) holds: per replicate of the procedure (its own
+    slice of the scoring split), ``mask_units`` (query heads and/or key/value groups; default both) masked by
+    importance at each of ``mask_ratios``, all evaluated on one common test set (``mask_test_windows``, 0: all);
+    the oracle order (greedy by measured cost, re-measured every ``oracle_step``) over ``oracle_units`` on the
+    first ``oracle_replicates``, whose job ranks by importance too, on the same few examples. The replicates are
+    these claims' seeds, whatever the preset's are."""
+    s = settings
+    common = {"ratios": list(s["mask_ratios"]), "test_windows": s["mask_test_windows"]}
+    out = []
+    for arm, replicates, orders, units, windows in (
+            ("importance", s["mask_replicates"], ["importance"], list(s.get("mask_units", ["head", "group"])),
+             s["mask_score_windows"]),
+            ("oracle", s["oracle_replicates"], ["importance", "oracle"], list(s["oracle_units"]),
+             s["oracle_score_windows"])):
+        for r in range(replicates):
+            out.append(RunSpec(label=analysis_label(task, "mask", arm, seed=r), command="mask",
+                               replication=replication, task=task, seed=r, variant="mask", arm=arm,
+                               options={**common, "units": units, "orders": orders, "seed": r,
+                                        "score_windows": windows,
+                                        **({"oracle_step": s["oracle_step"]} if arm == "oracle" else {})},
+                               paths={"source": source}, after=(source,)))
+    return out
+
+
 LONGER = "baseline_2x"  # the variant of a baseline trained twice its steps (the convergence precondition's yardstick)
 
 

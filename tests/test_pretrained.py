@@ -131,7 +131,7 @@ def test_the_masking_replicates_are_their_own_seeds_on_the_shipped_model():
     the scoring windows, all on one common test set; the oracle's job ranks by importance on its windows too."""
     dag = dag_for(REPLICATIONS, "pretrained")
     s = dag["pretrained"]
-    masks = [e for e in build(REPLICATIONS, dag).runs.values() if e.command == "mask"]
+    masks = [e for e in build(REPLICATIONS, dag).runs.values() if e.command == "mask" and e.replication == "pretrained"]
     by_arm = {arm: sorted(e.seed for e in masks if e.arm == arm) for arm in {e.arm for e in masks}}
     assert by_arm == {"importance": list(range(s["mask_replicates"])), "oracle": list(range(s["oracle_replicates"]))}
     assert s["mask_replicates"] >= 10 and s["oracle_replicates"] >= 3  # both verdicts reachable over replicates
