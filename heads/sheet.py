@@ -365,12 +365,13 @@ LONGER = "baseline_2x"  # the variant of a baseline trained twice its steps (the
 
 def longer_baselines(replication: str, longer: Mapping[str, Any] | None, seeds: Sequence[int]) -> list[RunSpec]:
     """``longer`` (``{task, factor, seeds: n}``): the baseline of ``task`` trained ``factor`` times its steps on
-    the first ``n`` of ``seeds`` (:func:`build` sets the steps from the baseline's own, the preset's or a user's
-    task config). A baseline is converged when its final validation loss is within a stated share of this run's
-    (replications/preconditions.yaml: lm-converged); replications declare it alike and share it."""
+    the first ``n`` of ``seeds``, or on every seed with ``seeds: all`` (:func:`build` sets the steps from the
+    baseline's own, the preset's or a user's task config). A baseline is converged when its final validation loss
+    is within a stated share of this run's, seed by seed (replications/preconditions.yaml: lm-converged);
+    replications declare it alike and share it."""
     if not longer:
         return []
-    n = int(longer["seeds"])
+    n = len(seeds) if longer["seeds"] == "all" else int(longer["seeds"])
     if n > len(seeds):
         raise SheetError(f"{replication}: longer_baseline asks for {n} seeds, the replication has {len(seeds)}")
     return [RunSpec(label=run_label(longer["task"], LONGER, "none", 0.0, seed), command="train",
