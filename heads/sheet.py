@@ -382,10 +382,11 @@ def longer_baselines(replication: str, longer: Mapping[str, Any] | None, seeds: 
 def _yardstick_steps(e: RunSpec, sheet: Mapping[str, RunSpec], preset: str | None) -> RunSpec:
     """A longer baseline with its steps: ``knob`` (the factor) times its baseline's, as that baseline will train
     (its entry's config, where a user's task config lies, else the preset's), so the yardstick stays twice the
-    baseline whatever overrides the steps."""
+    baseline whatever overrides the steps. Its baseline is the ``baseline`` entry of the same arm and seed: arm
+    ``none`` the preset's model, another arm a model of another shape (the scaling sweep's sizes)."""
     if e.variant != LONGER:
         return e
-    base = sheet.get(run_label(e.task, "baseline", "none", 0.0, e.seed))
+    base = sheet.get(run_label(e.task, "baseline", e.arm, 0.0, e.seed))
     if base is None:
         raise SheetError(f"{e.label}: the baseline it is the yardstick of is not on the sheet")
     steps = (base.config.get("train") or {}).get("steps")

@@ -17,7 +17,9 @@ DAG = {preset: dag_for(ROOT / "replications", preset) for preset in ("smoke", "t
 def test_every_preset_builds_a_sheet_whose_runs_start_from_runs_on_it():
     for preset in ("smoke", "tiny", "small", "paper"):
         sheet = build(ROOT / "replications", DAG[preset])
-        assert set(sheet.of) == {"michel2019", "overprovisioning", "training_time", "voita2019"}
+        # the scaling sweep runs at smoke and small only (its settings: null elsewhere)
+        assert set(sheet.of) == {"michel2019", "overprovisioning", "training_time", "voita2019",
+                                 *(["scaling"] if preset in ("smoke", "small") else [])}
         for label, entry in sheet.runs.items():
             assert all(dep in sheet.runs for dep in entry.after), label
         # the baselines are shared, declared once per task and seed
@@ -190,7 +192,8 @@ def test_the_convergence_yardstick_is_the_lm_baseline_trained_twice_its_steps_on
     steps = load_preset(preset)["tasks"]["lm"]["train"]["steps"]
     every = preset == "small"
     sheet = build(ROOT / "replications", DAG[preset])
-    longer = [e for e in sheet.runs.values() if e.variant == "baseline_2x"]
+    # (arm none: the preset's model; the scaling sweep's other sizes have yardsticks of their own arms)
+    longer = [e for e in sheet.runs.values() if e.variant == "baseline_2x" and e.arm == "none"]
     assert [e.label for e in longer] == [f"lm/baseline_2x/none/0.0/seed{s}" for s in (range(6) if every else [0])]
     assert all(e.config == {"train": {"steps": 2 * steps}} and e.command == "train" for e in longer)
     for name in ("overprovisioning", "training_time"):
@@ -198,7 +201,8 @@ def test_the_convergence_yardstick_is_the_lm_baseline_trained_twice_its_steps_on
     assert {e.label for e in longer} <= set(sheet.of["overprovisioning"])
     # a user's own step count (dag.<preset>.tasks) moves the yardstick with it; its seed follows theirs
     mine = dag_for(ROOT / "replications", preset, {"seeds": [7, 8], "tasks": {"lm": {"train": {"steps": 123}}}})
-    longer = [e for e in build(ROOT / "replications", mine).runs.values() if e.variant == "baseline_2x"]
+    longer = [e for e in build(ROOT / "replications", mine).runs.values()
+              if e.variant == "baseline_2x" and e.arm == "none"]
     assert [(e.label, e.config["train"]["steps"]) for e in longer] == [
         (f"lm/baseline_2x/none/0.0/seed{s}", 246) for s in ((7, 8) if every else (7,))]
     with pytest.raises(SheetError, match="asks for 3 seeds, the replication has 2"):
@@ -253,7 +257,8 @@ def test_a_users_task_config_lies_under_every_run_of_that_task_and_its_own_keys_
 
 def test_a_replications_own_seeds_replace_the_presets_for_its_runs_only(tmp_path):
     dag = DAG["small"]
-    assert dag["seeds_of"] == {"michel2019": [0, 1, 2, 3, 4], "overprovisioning": [0, 1, 2, 3, 4, 5]}
+    assert dag["seeds_of"] == {"michel2019": [0, 1, 2, 3, 4], "overprovisioning": [0, 1, 2, 3, 4, 5],
+                               "scaling": [0, 1, 2]}
     assert "seeds" not in dag["michel2019"]
     sheet = build(ROOT / "replications", dag)
     michel = {sheet[label].seed for label in sheet.of["michel2019"]}

@@ -254,7 +254,7 @@ def test_every_replication_is_one_folder_the_workflow_and_the_report_discover():
 
     names = replications(ROOT / "replications")
     assert names == with_runs(ROOT / "replications") == ["decoding", "michel2019", "overprovisioning", "pretrained",
-                                                           "training_time", "voita2019"]
+                                                           "scaling", "training_time", "voita2019"]
     for name in names:
         assert (ROOT / "replications" / name / "claims.yaml").is_file(), name
         kinds = artefacts(name, ROOT / "replications")  # every listed renderer exists
