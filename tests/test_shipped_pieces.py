@@ -151,6 +151,94 @@ def test_gemma3_names_each_of_its_four_parts_and_how_to_install_them(monkeypatch
         shipped.check_installed("gemma3")
 
 
+# -- a tiny Gemma 3 GGUF, split and converted by the real path (transformers' GGUF reader) ----------------------
+SPM = ["<pad>", "<eos>", "<bos>", "<unk>", *(f"<0x{b:02X}>" for b in range(256)), "\u2581", "\u2581the", "e", "t", "h"]
+GGUF_NAMES = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+              "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+              "mlp.down_proj": "ffn_down"}
+GGUF_NORMS = {"self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm", "input_layernorm": "attn_norm",
+              "post_attention_layernorm": "post_attention_norm", "pre_feedforward_layernorm": "ffn_norm",
+              "post_feedforward_layernorm": "post_ffw_norm"}
+
+
+def _write_gemma3_gguf(model, file: Path) -> None:
+    """``model`` as llama.cpp writes a Gemma 3: its tensor names, norms stored as 1 + weight, an SPM vocabulary.
+    GGUF keeps no layer pattern: readers assume Gemma 3's five sliding layers to one global."""
+    import numpy as np
+
+    gguf = pytest.importorskip("gguf")
+    c = model.config
+    w = gguf.GGUFWriter(str(file), "gemma3")
+    w.add_name("tiny-gemma3")
+    w.add_context_length(c.max_position_embeddings)
+    w.add_embedding_length(c.hidden_size)
+    w.add_block_count(c.num_hidden_layers)
+    w.add_feed_forward_length(c.intermediate_size)
+    w.add_head_count(c.num_attention_heads)
+    w.add_head_count_kv(c.num_key_value_heads)
+    w.add_key_length(c.head_dim)
+    w.add_value_length(c.head_dim)
+    w.add_rope_freq_base(1e6)
+    w.add_sliding_window(c.sliding_window)
+    w.add_layer_norm_rms_eps(c.rms_norm_eps)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(SPM)
+    w.add_token_scores([0.0] * 260 + [-float(i) for i in range(len(SPM) - 260)])
+    w.add_token_types([gguf.TokenType.CONTROL] * 3 + [gguf.TokenType.UNKNOWN] + [gguf.TokenType.BYTE] * 256
+                      + [gguf.TokenType.NORMAL] * (len(SPM) - 260))
+    w.add_bos_token_id(2)
+    w.add_eos_token_id(1)
+    w.add_unk_token_id(3)
+    w.add_pad_token_id(0)
+    w.add_add_bos_token(True)
+    sd = {k: v.detach().float() for k, v in model.state_dict().items()}
+    tensors = {"token_embd.weight": sd["model.embed_tokens.weight"], "output_norm.weight": sd["model.norm.weight"] + 1}
+    for i in range(c.num_hidden_layers):
+        tensors.update({f"blk.{i}.{g}.weight": sd[f"model.layers.{i}.{hf}.weight"] for hf, g in GGUF_NAMES.items()})
+        tensors.update({f"blk.{i}.{g}.weight": sd[f"model.layers.{i}.{hf}.weight"] + 1 for hf, g in GGUF_NORMS.items()})
+    for name, t in tensors.items():  # no output.weight: tied, as in the 270M
+        w.add_tensor(name, np.ascontiguousarray(t.numpy(), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def test_a_split_gemma3_gguf_converts_to_the_model_it_was_written_from(tmp_path):
+    """Pieces of a tiny multi-query Gemma 3 GGUF, joined and converted by transformers' GGUF reader: a plain
+    fp32 Gemma3ForCausalLM folder with the reference model's logits and its tokenizer, a gemma3-family model."""
+    pytest.importorskip("gguf")
+    pytest.importorskip("accelerate")
+    import torch
+    from conftest import build
+    from transformers import AutoTokenizer, Gemma3ForCausalLM
+
+    from heads.surgery.families import family_of
+
+    reference = build("gemma3_text", vocab=len(SPM), kv_heads=1, layers=6, tie_word_embeddings=True,
+                      query_pre_attn_scalar=256, layer_types=["sliding_attention"] * 5 + ["full_attention"])
+    whole = tmp_path / "whole" / "tiny.gguf"
+    whole.parent.mkdir()
+    _write_gemma3_gguf(reference, whole)
+    data = whole.read_bytes()
+    cut = [0, len(data) // 3, 2 * len(data) // 3, len(data)]
+    pieces = _pieces(tmp_path / "pkg", [data[a:b] for a, b in zip(cut, cut[1:], strict=False)])
+    folder = joined_and_converted(pieces, "tiny.gguf", tmp_path / "cache", "tiny-gemma3")
+    assert json.loads((folder / MANIFEST).read_text())["converted_by"] == "heads.shipped.convert_gguf"
+    model = Gemma3ForCausalLM.from_pretrained(folder).eval()
+    assert family_of(model).name == "gemma3" and "quantization_config" not in json.loads(
+        (folder / "config.json").read_text())
+    ids = torch.tensor([[2, 260, 261, 262, 100, 150, 263, 7, 0, 255, 264]])
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, reference(ids).logits)
+    saved = AutoTokenizer.from_pretrained(folder)
+    from_gguf = AutoTokenizer.from_pretrained(str(whole.parent), gguf_file=whole.name)
+    assert saved("the teeth")["input_ids"] == from_gguf("the teeth")["input_ids"]
+    assert saved("the teeth")["input_ids"][0] == 2  # <bos> first, as Gemma reads text
+
+
 # -- the real model, where its four parts are installed (CI has not) ---------------------------------------------
 GEMMA3_PARTS = all(importlib.util.find_spec(p.package) is not None for p in shipped.GEMMA3_PIECES)
 
