@@ -183,3 +183,14 @@ def test_flops_cap_sliding_layers_at_their_window():
     unwindowed = flops_per_token(wide, None, n, backward=False, architecture=arch).forward
     keys = (WINDOW * (WINDOW + 1) / 2 + (n - WINDOW) * WINDOW) / n
     assert unwindowed - full == pytest.approx(4 * 4 * 16 * ((n + 1) / 2 - keys))
+
+
+def test_the_plan_counts_a_logit_row_per_token():
+    """Gemma 3's vocabulary (262144 in the 270M) makes the logits a large share of a batch's memory."""
+    from heads.plan import activation_bytes
+
+    config = build(TYPE).config
+    wider = copy.deepcopy(config)
+    wider.vocab_size += 1000
+    tokens, batch = 9, 2
+    assert activation_bytes(wider, tokens, batch) - activation_bytes(config, tokens, batch) == 4 * tokens * batch * 1000
