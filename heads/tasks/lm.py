@@ -21,7 +21,7 @@ from heads.tasks.text import build_or_load, task_tokenizer
 class LanguageModelling(Task):
     description = "causal LM (Llama from config) on World English Bible text; perplexity, bits per token"
     metric = TASK_METRIC["lm"]
-    families = ("llama", "gpt2")
+    families = ("llama", "gpt2", "gemma3")
     model_heads = ("ForCausalLM", "LMHeadModel")
     auto_class = "AutoModelForCausalLM"
 
