@@ -108,3 +108,23 @@ def test_shipped_mpnet_retrieves_test_verses(data_root):
     assert type(model).__name__ == "MPNetForRetrieval" and len(sites(model)) == 12
     result = task.evaluate(model, cfg, tok, "test")
     assert result["examples"] == 100 and result["accuracy"] >= 0.9
+
+
+def test_masking_runs_stacked_ablations_on_groups(data_root):
+    """``heads mask``'s analysis on grouped batches: stacked [K, H] gates on a repeated batch see one group
+    each, so closing no head reproduces the unmasked loss."""
+    from heads.analysis.masking import masking
+
+    cfg = smoke("retrieval", data_root)
+    task = get_task("retrieval")
+    tok = task.tokenizer(cfg)
+    model = task.build_model(cfg, tok).eval()
+    groups = task.examples(cfg, tok, "validation")[:4]
+    batches = [task.collate(groups[:2]), task.collate(groups[2:])]
+    result = masking(model, batches, batches, units=["head"], orders=["importance", "oracle"], ratios=[0.25],
+                     seed=0, oracle_step=0.25, chunk=3)
+    with torch.no_grad():
+        loss = sum(float(model(**b).loss) * task.loss_items(b) for b in batches) / sum(map(task.loss_items, batches))
+    assert result["baseline"]["loss"] == pytest.approx(loss, rel=1e-5)
+    assert len(task.clusters(cfg, tok, "validation")) == len(task.examples(cfg, tok, "validation"))
+    assert {r["order"] for r in result["rows"]} == {"importance", "oracle"}

@@ -92,6 +92,12 @@ class VerseRetrieval(Task):
         b = len(examples)
         return {"input_ids": ids.view(b, 2 * m, -1), "attention_mask": mask.view(b, 2 * m, -1), "labels": labels}
 
+    def clusters(self, cfg: RunConfig, tokenizer, split: str) -> list[int]:
+        """The unit each example of :meth:`examples` belongs to, for ``heads mask``'s bootstrap: its own group
+        (groups share no verse and no negative; neighbouring groups of one chapter are still alike, which a
+        chapter-level cluster would count and this does not)."""
+        return list(range(len(self.examples(cfg, tokenizer, split))))
+
     def loss_items(self, batch: dict[str, torch.Tensor]) -> int:
         return int((batch["labels"] != IGNORE_INDEX).sum())
 
