@@ -75,8 +75,8 @@ class GatedMPNetSelfAttention(MPNetSelfAttention):
         attend = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention)
         out, weights = attend(self, q, k, v, mask, dropout=self.dropout.p if self.training else 0.0,
                               scaling=self.attention_head_size**-0.5, is_causal=False)
-        out = self.o(out.reshape(*hidden_states.shape[:-1], -1))
-        return (out, weights) if output_attentions else (out,)
+        # the weights always (None on the sdpa path): heads reads them from the site's return value
+        return self.o(out.reshape(*hidden_states.shape[:-1], -1)), weights
 
 
 def gate_attention(model: nn.Module) -> None:

@@ -93,3 +93,21 @@ def test_grouped_logits_are_scaled_cosines_and_the_loss_ignores_padding_queries(
     assert out.logits[0, 0, 1] < -1e30  # a padding match is no candidate
     valid = torch.nn.functional.cross_entropy(out.logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
     assert torch.allclose(out.loss, valid)
+
+
+def test_attention_weights_reach_the_capture_hooks_on_real_queries_only():
+    """Roles and similarity read each site's weights from its return value on the eager path; grouped batches'
+    padding rows are left out like any padding."""
+    from heads.scoring.capture import attention_weights
+    from heads.scoring.session import scoring_mode
+
+    model = build("mpnet")
+    inputs = batch_for("mpnet")
+    rows: dict[str, list] = {}
+    with scoring_mode(model, eager=True):
+        attention_weights(model, [inputs], lambda name, p: rows.setdefault(name, []).append(p))
+    real = int(inputs["attention_mask"].sum())
+    assert sorted(rows) == sorted(s.name for s in sites(model))
+    for name, (p,) in rows.items():
+        assert p.shape == (real, 4, inputs["input_ids"].shape[-1])
+        assert torch.allclose(p.sum(-1), torch.ones(real, 4), atol=1e-5)
