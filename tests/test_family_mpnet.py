@@ -108,6 +108,6 @@ def test_attention_weights_reach_the_capture_hooks_on_real_queries_only():
         attention_weights(model, [inputs], lambda name, p: rows.setdefault(name, []).append(p))
     real = int(inputs["attention_mask"].sum())
     assert sorted(rows) == sorted(s.name for s in sites(model))
-    for name, (p,) in rows.items():
+    for (p,) in rows.values():
         assert p.shape == (real, 4, inputs["input_ids"].shape[-1])
         assert torch.allclose(p.sum(-1), torch.ones(real, 4), atol=1e-5)
