@@ -14,6 +14,7 @@ which is the convergence rule itself. Candidates run ``--jobs`` at a time, one t
 
     python benchmarks/bench_small_sizing.py --task mt --budget 45
     python benchmarks/bench_small_sizing.py --task lm coherence cls_hard --jobs 2
+    python benchmarks/bench_small_sizing.py --task lm --candidates lm-4x128-union-3600 lm-4x128-union-7200
 
 Rows go to ``results/small/sizing.csv`` (merged by candidate, so candidates can be measured in separate calls)
 and the curves to ``results/small/sizing.png``. A candidate trained once is not trained again (its stop at the
@@ -54,6 +55,13 @@ CANDIDATES: dict[str, tuple[str, list[str]]] = {
     # 3600 and twice it: whether three quarters of the steps (a quarter of the small DAG's LM cost) still converge
     "lm-4x128-3600": ("lm", ["train.steps=3600", "train.warmup=100", "train.eval_every=200"]),
     "lm-4x128-7200": ("lm", ["train.steps=7200", "train.warmup=100", "train.eval_every=400"]),
+    # the same Llama on the Bible and Wikipedia's English extracts (data.dataset=lm_bible_wiki, about twice the
+    # Bible's text: issue 55) at the small preset's batch (16 x 64 tokens) and evaluation, S and 2S: whether the
+    # preset's 3600 steps meet the direct rule on a corpus it does not overfit as soon
+    "lm-4x128-union-3600": ("lm", ["data.dataset=lm_bible_wiki", "data.batch_size=16", "eval.max_examples=512",
+                                   "train.steps=3600", "train.warmup=100", "train.eval_every=200"]),
+    "lm-4x128-union-7200": ("lm", ["data.dataset=lm_bible_wiki", "data.batch_size=16", "eval.max_examples=512",
+                                   "train.steps=7200", "train.warmup=100", "train.eval_every=400"]),
     # a quarter of its width and half its depth, 8 heads still: converges in fewer, cheaper steps?
     "lm-2x64-2400": ("lm", ["model.layers=2", "model.d=64", "train.steps=2400", "train.warmup=100",
                             "train.eval_every=100"]),

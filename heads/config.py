@@ -234,6 +234,9 @@ def validate(config: RunConfig) -> None:
     if m.family == "bergamot" and m.source == "config":
         raise ConfigError("model.family: bergamot models are not built from config; they ship converged "
                           "(model.source=bergamot-en-pt or bergamot-pt-en)")
+    if m.family == "gemma3" and m.source == "config":
+        raise ConfigError("model.family: gemma3 models are not built from config; one ships converged "
+                          "(model.source=gemma3)")
     if m.source == "config":
         if m.heads < 1 or m.d % m.heads:
             raise ConfigError(f"model.heads: {m.heads} heads do not divide the model width model.d={m.d}")

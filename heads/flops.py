@@ -9,8 +9,8 @@ check on physical pruning and a yardstick for measured speed-ups.
 Supported: ``LlamaForCausalLM``/``LlamaModel`` (and the same two of Mistral and Qwen2), ``BertModel``/
 ``BertForSequenceClassification`` (and the same two of RoBERTa and
 XLM-RoBERTa), ``MarianMTModel``/``MarianModel``,
-``BartForConditionalGeneration``/``BartModel`` and ``GPT2LMHeadModel``/
-``GPT2Model``. The
+``BartForConditionalGeneration``/``BartModel``, ``GPT2LMHeadModel``/
+``GPT2Model`` and ``Gemma3ForCausalLM``/``Gemma3TextModel``. The
 architecture comes from ``architecture=`` or ``config.architectures`` (set
 once a model was saved; a model built from a config lacks it, so pass
 ``type(model).__name__``).
@@ -27,7 +27,8 @@ FLOP conventions (:func:`flops_per_token`):
 * attention at a site with ``h`` kept query heads of size ``d_h`` costs
   ``4 * h * d_h * L`` per query token (scores ``QK^T`` plus weights times
   ``V``), with ``L = seq_len`` for self and cross sites and the causal average
-  ``L = (seq_len + 1) / 2`` for causal sites; grouped-query attention shares
+  ``L = (seq_len + 1) / 2`` for causal sites (a sliding window of ``w`` keys caps
+  each query's keys at ``w``); grouped-query attention shares
   keys and values but not these matmuls, so ``h`` is the query heads;
 * encoder-decoders: source and target both have ``seq_len`` tokens, and a
   "token" is one target token together with one source token (the encoder's
@@ -79,9 +80,11 @@ class _Tally:
             self.params += d_in * d_out + (d_out if bias else 0)
         self.flops += 2 * d_in * d_out * per_token
 
-    def attention(self, d: int, stack: str, layer: int, kind: str, bias: bool, o_bias: bool | None = None) -> None:
+    def attention(self, d: int, stack: str, layer: int, kind: str, bias: bool, o_bias: bool | None = None,
+                  window: int | None = None) -> None:
         """One attention site: q/k/v/o projections plus the attention matmuls (``o_bias``: the output
-        projection's bias where it differs from q/k/v's, as in Qwen2)."""
+        projection's bias where it differs from q/k/v's, as in Qwen2; ``window``: a causal site whose queries see
+        at most that many keys, themselves included, as Gemma 3's sliding-window layers)."""
         key = (stack, layer, kind)
         self.seen.add(key)
         heads, kv_heads, head_dim = self.family.head_counts(self.config, kind, stack)
@@ -93,6 +96,8 @@ class _Tally:
         # The output bias has d entries whatever the heads, so it stays when a site loses them all.
         self.linear(q * head_dim, d, bias if o_bias is None else o_bias)
         kv_len = (self.seq_len + 1) / 2 if kind == "causal" else self.seq_len
+        if window is not None and self.seq_len > window:  # query i sees min(i, window) keys
+            kv_len = (window * (window + 1) / 2 + (self.seq_len - window) * window) / self.seq_len
         self.flops += 4 * q * head_dim * kv_len
 
     def check_layout(self) -> None:
@@ -140,6 +145,25 @@ def _llama(t: _Tally, c, head: bool) -> None:
         t.linear(d, c.intermediate_size, mlp_bias)  # up
         t.linear(c.intermediate_size, d, mlp_bias)  # down
         t.weights(2 * d)  # two RMSNorm weights
+    t.weights(d)  # final norm
+    if head:
+        t.linear(d, c.vocab_size, False, tied=c.tie_word_embeddings)
+
+
+def _gemma3(t: _Tally, c, head: bool) -> None:
+    """Gemma 3 text: Llama's projections plus a q and a k norm of ``head_dim`` per layer (shared by its heads, so
+    pruning leaves them), four RMSNorms a layer, sliding-window layers (``layer_types``) seeing ``sliding_window``
+    keys at most."""
+    d, bias = c.hidden_size, c.attention_bias
+    t.weights(c.vocab_size * d)
+    for layer, kind in enumerate(c.layer_types):
+        window = c.sliding_window if kind == "sliding_attention" else None
+        t.attention(d, "", layer, "causal", bias, window=window)
+        t.weights(2 * c.head_dim)  # q_norm, k_norm
+        t.linear(d, c.intermediate_size, False)  # gate
+        t.linear(d, c.intermediate_size, False)  # up
+        t.linear(c.intermediate_size, d, False)  # down
+        t.weights(4 * d)  # input, post-attention, pre- and post-feedforward RMSNorms
     t.weights(d)  # final norm
     if head:
         t.linear(d, c.vocab_size, False, tied=c.tie_word_embeddings)
@@ -294,6 +318,8 @@ _ARCHITECTURES: dict[str, tuple[str, Callable[[_Tally, object, bool], None], boo
     "GPT2LMHeadModel": ("gpt2", _gpt2, True),
     "GPT2Model": ("gpt2", _gpt2, False),
     "MPNetForRetrieval": ("mpnet", _mpnet, False),
+    "Gemma3ForCausalLM": ("gemma3_text", _gemma3, True),
+    "Gemma3TextModel": ("gemma3_text", _gemma3, False),
 }
 
 

@@ -26,10 +26,10 @@ KINDS = {
 }
 
 # Model families a run builds from config (``model.source: config``): heads.models has one builder of each name
-# (``heads.models.BUILDERS``, checked against this at import). A config may also name ``bergamot``, whose models
-# only ship converged (``model.source`` names one).
+# (``heads.models.BUILDERS``, checked against this at import). A config may also name ``bergamot`` and
+# ``gemma3``, whose models only ship converged (``model.source`` names one).
 FROM_CONFIG = ("llama", "bert", "marian", "mpnet")
-SHIPPED_FAMILIES = ("bergamot",)
+SHIPPED_FAMILIES = ("bergamot", "gemma3")
 
 
 def config_families() -> list[str]:

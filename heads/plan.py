@@ -176,7 +176,8 @@ def activation_bytes(config, tokens: int, batch: int, wide: bool = False) -> int
                                        + layer(d, config.decoder_attention_heads, 13))
         return int(enc + dec + 4 * tokens * batch * config.decoder_vocab_size)
     body = config.num_hidden_layers * layer(config.hidden_size, config.num_attention_heads, 34)
-    outputs = config.vocab_size if t == "llama" else config.num_labels / tokens  # cls: one logit row per example
+    # causal LMs (Llama, Gemma 3): a logit row per token; cls: one per example
+    outputs = config.vocab_size if t in ("llama", "gemma3_text") else config.num_labels / tokens
     return int(body + 4 * tokens * batch * outputs)
 
 
@@ -224,6 +225,17 @@ def train_job(e: RunSpec, cfg: RunConfig) -> Job:
                memory_bytes=16 * s.params + activation_bytes(s.config, s.tokens, micro, wide),
                disk_bytes=s.params * (4 + checkpoint + 4 * len(t.snapshots)), params=s.params,
                precision=getattr(t, "precision", "fp32"))
+
+
+def job_memory_mb(cfg: RunConfig, slack: float = 1.25, runtime_mb: int = 1024) -> int:
+    """What a job of ``cfg`` on this model asks the scheduler for: a training run's memory (weights, gradients,
+    two AdamW moments, one micro-batch's activations; the costliest job of the battery) with ``slack`` for the
+    allocator, plus ``runtime_mb`` for the interpreter, torch and the data."""
+    s, t = shape(cfg), cfg.train
+    micro = math.ceil(cfg.data.batch_size / getattr(t, "accumulate", 1))
+    wide = getattr(t, "precision", "fp32") == "fp32"
+    need = 16 * s.params + activation_bytes(s.config, s.tokens, micro, wide)
+    return math.ceil(need * slack / 2**20) + runtime_mb
 
 
 def _curve_levels(heads: tuple[int, ...], step: float, max_ratio: float, floor: int) -> int:

@@ -335,17 +335,43 @@ def baseline(replication: str, task: str, seed: int, config: dict | None = None)
                    config=config or {})
 
 
+def masking_runs(replication: str, task: str, settings: Mapping[str, Any], source: str) -> list[RunSpec]:
+    """Michel's unit on a model that ``source`` (a run label) holds: per replicate of the procedure (its own
+    slice of the scoring split), ``mask_units`` (query heads and/or key/value groups; default both) masked by
+    importance at each of ``mask_ratios``, all evaluated on one common test set (``mask_test_windows``, 0: all);
+    the oracle order (greedy by measured cost, re-measured every ``oracle_step``) over ``oracle_units`` on the
+    first ``oracle_replicates``, whose job ranks by importance too, on the same few examples. The replicates are
+    these claims' seeds, whatever the preset's are."""
+    s = settings
+    common = {"ratios": list(s["mask_ratios"]), "test_windows": s["mask_test_windows"]}
+    out = []
+    for arm, replicates, orders, units, windows in (
+            ("importance", s["mask_replicates"], ["importance"], list(s.get("mask_units", ["head", "group"])),
+             s["mask_score_windows"]),
+            ("oracle", s["oracle_replicates"], ["importance", "oracle"], list(s["oracle_units"]),
+             s["oracle_score_windows"])):
+        for r in range(replicates):
+            out.append(RunSpec(label=analysis_label(task, "mask", arm, seed=r), command="mask",
+                               replication=replication, task=task, seed=r, variant="mask", arm=arm,
+                               options={**common, "units": units, "orders": orders, "seed": r,
+                                        "score_windows": windows,
+                                        **({"oracle_step": s["oracle_step"]} if arm == "oracle" else {})},
+                               paths={"source": source}, after=(source,)))
+    return out
+
+
 LONGER = "baseline_2x"  # the variant of a baseline trained twice its steps (the convergence precondition's yardstick)
 
 
 def longer_baselines(replication: str, longer: Mapping[str, Any] | None, seeds: Sequence[int]) -> list[RunSpec]:
     """``longer`` (``{task, factor, seeds: n}``): the baseline of ``task`` trained ``factor`` times its steps on
-    the first ``n`` of ``seeds`` (:func:`build` sets the steps from the baseline's own, the preset's or a user's
-    task config). A baseline is converged when its final validation loss is within a stated share of this run's
-    (replications/preconditions.yaml: lm-converged); replications declare it alike and share it."""
+    the first ``n`` of ``seeds``, or on every seed with ``seeds: all`` (:func:`build` sets the steps from the
+    baseline's own, the preset's or a user's task config). A baseline is converged when its final validation loss
+    is within a stated share of this run's, seed by seed (replications/preconditions.yaml: lm-converged);
+    replications declare it alike and share it."""
     if not longer:
         return []
-    n = int(longer["seeds"])
+    n = len(seeds) if longer["seeds"] == "all" else int(longer["seeds"])
     if n > len(seeds):
         raise SheetError(f"{replication}: longer_baseline asks for {n} seeds, the replication has {len(seeds)}")
     return [RunSpec(label=run_label(longer["task"], LONGER, "none", 0.0, seed), command="train",
@@ -356,10 +382,11 @@ def longer_baselines(replication: str, longer: Mapping[str, Any] | None, seeds: 
 def _yardstick_steps(e: RunSpec, sheet: Mapping[str, RunSpec], preset: str | None) -> RunSpec:
     """A longer baseline with its steps: ``knob`` (the factor) times its baseline's, as that baseline will train
     (its entry's config, where a user's task config lies, else the preset's), so the yardstick stays twice the
-    baseline whatever overrides the steps."""
+    baseline whatever overrides the steps. Its baseline is the ``baseline`` entry of the same arm and seed: arm
+    ``none`` the preset's model, another arm a model of another shape (the scaling sweep's sizes)."""
     if e.variant != LONGER:
         return e
-    base = sheet.get(run_label(e.task, "baseline", "none", 0.0, e.seed))
+    base = sheet.get(run_label(e.task, "baseline", e.arm, 0.0, e.seed))
     if base is None:
         raise SheetError(f"{e.label}: the baseline it is the yardstick of is not on the sheet")
     steps = (base.config.get("train") or {}).get("steps")

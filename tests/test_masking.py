@@ -268,3 +268,33 @@ def test_a_redundancy_share_is_counted_over_units_so_none_redundant_can_decide()
     assert definition(rows, {**sel, "unit": "head"}) == Share(2, 8)
     # a row without per-site counts (a stratified view) stays a number
     assert definition([{**rows[0], "sites": None}], {**sel, "unit": "group"}) == 0.0
+
+
+def test_a_translation_example_is_its_own_text_in_the_shard_it_belongs_to(data_root):
+    """The mt task's clusters align with its examples, one per verse pair, cut to the shard alike."""
+    from heads.tasks import get_task
+    from tests.conftest import smoke
+
+    task = get_task("mt")
+    cfg = smoke("mt", data_root)
+    tokenizer = task.tokenizer(cfg)
+    whole = task.clusters(cfg, tokenizer, "test")
+    assert whole == list(range(len(task.examples(cfg, tokenizer, "test"))))
+    shard = smoke("mt", data_root, "eval.shards=2", "eval.shard=1")
+    assert task.clusters(shard, tokenizer, "test") == whole[len(whole) // 2:2 * (len(whole) // 2)]
+
+
+def test_michel2019_masks_the_shipped_translation_model_at_the_pretrained_preset():
+    """Every replicate reads the first shard's baseline (the model as shipped); one unit, heads (MHA)."""
+    from pathlib import Path
+
+    from heads.sheet import build, dag_for
+
+    root = Path(__file__).resolve().parents[1] / "replications"
+    sheet = build(root, dag_for(root, "pretrained"), names=["michel2019"])
+    masks = [e for e in sheet.runs.values() if e.command == "mask"]
+    assert {e.arm for e in masks} == {"importance", "oracle"} and len(masks) == 13
+    assert all(e.task == "mt" and e.paths["source"] == "mt/baseline/none/0.0/seed0" for e in masks)
+    assert all(e.options["units"] == ["head"] for e in masks)
+    assert not [e for e in build(root, dag_for(root, "smoke"), names=["michel2019"]).runs.values()
+                if e.command == "mask"]

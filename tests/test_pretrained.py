@@ -121,7 +121,9 @@ def test_every_shard_is_a_seed_whose_runs_carry_it_in_their_own_config():
     for e in trains:  # baselines and fine-tunes evaluate on their own shard; analyses read it from the run
         assert e.config["eval"] == {"shards": len(seeds), "shard": seeds.index(e.seed)}
     ablations = [e for e in sheet.runs.values() if e.command == "ablate" and e.replication == "pretrained"]
-    assert ablations and all(e.options["layers"] == dag["pretrained"]["ablation_layers"] for e in ablations)
+    # a count of layers spread over the depth, resolved by the command on the model it loads (any depth)
+    assert ablations and all(e.options["spread_layers"] == dag["pretrained"]["ablation_layers"] == 6
+                             for e in ablations)
 
 
 def test_the_masking_replicates_are_their_own_seeds_on_the_shipped_model():
@@ -129,7 +131,7 @@ def test_the_masking_replicates_are_their_own_seeds_on_the_shipped_model():
     the scoring windows, all on one common test set; the oracle's job ranks by importance on its windows too."""
     dag = dag_for(REPLICATIONS, "pretrained")
     s = dag["pretrained"]
-    masks = [e for e in build(REPLICATIONS, dag).runs.values() if e.command == "mask"]
+    masks = [e for e in build(REPLICATIONS, dag).runs.values() if e.command == "mask" and e.replication == "pretrained"]
     by_arm = {arm: sorted(e.seed for e in masks if e.arm == arm) for arm in {e.arm for e in masks}}
     assert by_arm == {"importance": list(range(s["mask_replicates"])), "oracle": list(range(s["oracle_replicates"]))}
     assert s["mask_replicates"] >= 10 and s["oracle_replicates"] >= 3  # both verdicts reachable over replicates
@@ -154,6 +156,21 @@ def test_ablation_of_a_sample_of_layers_reports_only_those_and_each_tests_power(
     assert set(all_but_one(model, batches, layers=(2,))) == {s for s, layer in layers.items() if layer == 2}
     with pytest.raises(ValueError, match=r"layers \[7\]"):
         ablation_table(model, batches, AblationParams(layers=(7,)))
+
+
+def test_a_spread_of_layers_follows_the_depth_of_any_model(tmp_path, capsys):
+    """``--spread-layers N``: first and last layer included, evenly between, every layer where the model has no
+    more (SmolLM2's 30 give the sample its ledger states); naming the sample twice is refused."""
+    from conftest import build as build_model
+
+    from heads.scoring.ablation import spread_layers
+
+    deep, shallow = build_model("llama", layers=30, d=16, heads=2), build_model("llama", layers=3)
+    assert spread_layers(deep, 6) == (0, 6, 12, 18, 24, 29)
+    assert spread_layers(deep, 1) == (0,) and spread_layers(deep, 2) == (0, 29)
+    assert spread_layers(shallow, 6) == (0, 1, 2)
+    with pytest.raises(ValueError, match="count >= 1"):
+        spread_layers(shallow, 0)
 
 
 def test_the_detectable_shift_follows_the_spread_and_the_sample_size():

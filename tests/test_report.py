@@ -144,6 +144,12 @@ def make_tree(root: Path) -> Path:
         for strategy, factor in (("matched", 1.10), ("uniform", 1.12)):
             _train_run(runs, "lm", f"scratch/{strategy}/0.5", s, value=math.exp(base) * (factor + 0.01 * s),
                        final=base + 0.08, sec_per_step=0.04, heads=4, params=80_000, **lm)
+        # the scaling sweep at the preset's size (its baseline the shared one): pruned, fine-tuned, from scratch
+        _posthoc(runs, "lm", "size_posthoc/preset/0.5", s, "perplexity", math.exp(base) * (1.02 + 0.002 * s),
+                 LM_SITES)
+        for variant, factor in (("size_posthoc_ft", 1.006), ("size_scratch", 1.04)):
+            _train_run(runs, "lm", f"{variant}/preset/0.5", s, value=math.exp(base) * (factor + 0.003 * s),
+                       final=base + 0.01, sec_per_step=0.04, heads=4, params=80_000, **lm)
         _train_run(runs, "lm", "during/oneshot/0.25", s, value=math.exp(base + 0.005), final=base + 0.005,
                    sec_per_step=0.04 + 0.001 * s, heads=6, heads_initial=8, params=90_000, tau=45.0,
                    events=[{"step": 0, "event": "prune", "removed": {LM_SITES[0]: [1, 2]}, "reason": "oneshot",
@@ -304,6 +310,9 @@ def stamp(runs: Path) -> None:
             source = {"posthoc": f"{task}/baseline/none/0.0/seed{seed}",
                       "posthoc_gqa": f"{task}/gqa/{arm}/0.0/seed{seed}"}.get(variant)
             source = f"{task}/l0/{arm[2:]}/0.0/seed{seed}" if arm.startswith("l0lam") else source
+            if variant in ("size_posthoc", "size_posthoc_ft", "size_scratch"):  # the scaling sweep's chain
+                source = (f"{task}/baseline/none/0.0/seed{seed}" if variant == "size_posthoc"
+                          else f"{task}/size_posthoc/{arm}/{ratio}/seed{seed}")
             ident = {"label": "/".join(rel[:5]), "kind": "run", "task": task, "seed": seed, "variant": variant,
                      "arm": arm, "ratio": float(ratio), "knob": _knob(arm), "from_run": source}
         else:
@@ -910,9 +919,9 @@ def test_the_ledger_writes_each_tasks_baseline_beside_its_trivial_baseline(tree_
     assert gap["name"] == "baseline_2x/none/0.0" and gap["n_failed"] == "0"
     assert ("mt", "baseline", "lm-converged") not in got
     assert {k[0] for k in got} == {"lm", "mt", "cls"}
-    from heads.report.spec import shared_preconditions
-
-    yardstick = [shared_preconditions(REPLICATIONS)["lm-converged"]]
+    # every yardstick a claim requires: lm-converged and the scaling sweep's per size (their runs absent here)
+    yardstick = [p for c in load_all(REPLICATIONS) for p in c.requires if p.b is not None]
+    assert {p.name for p in yardstick} == {"lm-converged", "lm-converged-half", "lm-converged-wide"}
     assert (out / "baselines.md").read_text() == baselines_table(tree, yardstick).to_markdown()
 
 

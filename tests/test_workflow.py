@@ -26,10 +26,10 @@ def with_shipped_packages(tmp_path: Path) -> dict:
 
     from heads.shipped import SHIPPED
 
-    for s in SHIPPED.values():
-        if importlib.util.find_spec(s.package) is None:
-            (tmp_path / "stand-ins" / s.package).mkdir(parents=True, exist_ok=True)
-            (tmp_path / "stand-ins" / s.package / "__init__.py").write_text("")
+    for package in {p for s in SHIPPED.values() for p in (s.package, *(piece.package for piece in s.pieces))}:
+        if importlib.util.find_spec(package) is None:
+            (tmp_path / "stand-ins" / package).mkdir(parents=True, exist_ok=True)
+            (tmp_path / "stand-ins" / package / "__init__.py").write_text("")
     path = os.pathsep.join(p for p in (str(tmp_path / "stand-ins"), os.environ.get("PYTHONPATH")) if p)
     return {**os.environ, "PYTHONPATH": path}
 
@@ -254,7 +254,7 @@ def test_every_replication_is_one_folder_the_workflow_and_the_report_discover():
 
     names = replications(ROOT / "replications")
     assert names == with_runs(ROOT / "replications") == ["decoding", "michel2019", "overprovisioning", "pretrained",
-                                                           "training_time", "voita2019"]
+                                                           "scaling", "training_time", "voita2019"]
     for name in names:
         assert (ROOT / "replications" / name / "claims.yaml").is_file(), name
         kinds = artefacts(name, ROOT / "replications")  # every listed renderer exists

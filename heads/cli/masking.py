@@ -69,7 +69,7 @@ def cmd_mask(args: argparse.Namespace) -> int:
     loaded = load_for_task(args)
     if not hasattr(loaded.task, "clusters"):
         raise fail(f"mask: task {loaded.cfg.task!r} does not say which text each example comes from (the test's "
-                   "bootstrap resamples texts); the lm task does")
+                   "bootstrap resamples texts); the lm and mt tasks do")
     scoring_all, _ = _windows(loaded, args.split)
     size = args.score_windows
     order = torch.randperm(len(scoring_all), generator=torch.Generator().manual_seed(PERMUTATION_SEED)).tolist()

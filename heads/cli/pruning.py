@@ -282,6 +282,15 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     # The loss and accuracy changes are measured either way (the ablation figure and all-but-one use them);
     # with --test bleu the significance of each head comes from BLEU's paired bootstrap instead.
     layers = tuple(args.layers) if args.layers else None
+    if args.spread_layers is not None:  # a sample stated by its size: the layers follow the model's depth
+        from heads.scoring.ablation import spread_layers
+
+        if layers:
+            raise fail("ablate: --layers and --spread-layers name the sample twice; give one")
+        try:
+            layers = spread_layers(loaded.model, args.spread_layers)
+        except ValueError as exc:
+            raise fail(f"ablate: --spread-layers: {exc}") from None
     if layers:  # refused before anything is evaluated (and no error of the evaluation is taken for bad input)
         from heads.scoring.ablation import of_layers
         from heads.surgery import head_layout
@@ -451,6 +460,9 @@ def register(sub) -> None:
                    help="with --test bleu: systems decoded together in one pass (default --chunk)")
     p.add_argument("--layers", type=int, nargs="+", metavar="L",
                    help="ablate the heads of these layers only (default all): a stated sample of a large model")
+    p.add_argument("--spread-layers", type=int, metavar="N",
+                   help="ablate the heads of N layers spread evenly over the model's depth, first and last "
+                        "included: a sample of a stated size that follows any model's depth")
     p.add_argument("--held-out", action="store_true",
                    help="all-but-one: choose each site's best head on the first half of the examples and score it "
                         "on the second (the choice is not scored on the windows that made it)")

@@ -13,7 +13,9 @@ Tasks (columns):
 - ``lm``: World English Bible, one row per verse in canonical order (``text``); ``lm_kjv`` and ``lm_bbe`` the
   same books in the King James Version and the Bible in Basic English: the LM's text under a distribution shift;
   ``lm_wisdom``, ``lm_prophets``, ``lm_letters`` the WEB books of one genre each (genres as domains, D7);
-  ``lm_wiki`` (and ``_fr``, ``_es``) Wikipedia lead extracts, split by article (:mod:`heads.data.wiki`).
+  ``lm_wiki`` (and ``_fr``, ``_es``) Wikipedia lead extracts, split by article (:mod:`heads.data.wiki`);
+  ``lm_bible_wiki`` the WEB verses and the English extracts together (:func:`lm_bible_wiki`): about twice the
+  Bible's text, for an LM that would overfit the Bible alone.
 - ``mt``: World English Bible -> Louis Segond 1910 verse pairs (``src``, ``tgt``).
 - ``mt_en_pt`` and ``mt_pt_en``: World English Bible -> Almeida Corrigida Fiel 1995 (Portuguese) verse pairs and the
   same pairs the other way (``src``, ``tgt``), split by the same books (test: Lamentations, Hosea, John). Where
@@ -60,11 +62,13 @@ GENRES = {"law": range(1, 6), "history": range(6, 18), "wisdom": range(18, 23), 
 GENRE_CORPORA = ("lm_wisdom", "lm_prophets", "lm_letters")
 # Wikipedia lead extracts (heads.data.wiki, an optional package): the pretrained model's held-out text
 WIKI_CORPORA = ("lm_wiki", "lm_wiki_fr", "lm_wiki_es")
+# the Bible and the English extracts in one corpus (a preset's data.dataset for the lm task)
+UNION_CORPORA = ("lm_bible_wiki",)
 TASKS = ("lm", "mt", "cls", "cls_hard", "coherence", "lm_kjv", "lm_bbe", *GENRE_CORPORA, *WIKI_CORPORA,
-         "mt_en_pt", "mt_pt_en", "retrieval")
+         *UNION_CORPORA, "mt_en_pt", "mt_pt_en", "retrieval")
 COLUMNS = {"lm": ("text",), "lm_kjv": ("text",), "lm_bbe": ("text",), "mt": ("src", "tgt"),
            "mt_en_pt": ("src", "tgt"), "mt_pt_en": ("src", "tgt"),
-           **{name: ("text",) for name in (*GENRE_CORPORA, *WIKI_CORPORA)},
+           **{name: ("text",) for name in (*GENRE_CORPORA, *WIKI_CORPORA, *UNION_CORPORA)},
            "cls": ("text_a", "text_b", "label"), "cls_hard": ("text_a", "text_b", "label"),
            "coherence": ("text_a", "text_b", "label"), "retrieval": ("text_a", "text_b")}
 CLS_LABELS = ("different", "same")  # 0 = neighbouring verse, 1 = the same verse in another translation
@@ -152,6 +156,32 @@ def lm_prophets(limit: int | None = None) -> DatasetDict:
 def lm_letters(limit: int | None = None) -> DatasetDict:
     """WEB letters (Romans to Jude; held out: 1 Corinthians and James)."""
     return lm(limit, genre="letters")
+
+
+def interleave(*sources: list[str]) -> list[str]:
+    """The rows of every source in one list, each source's in its own order, spread by the share of its text
+    (characters) read so far: any prefix (the first evaluation batches, ``data.limit``) holds each source in
+    proportion to its text, where one source after the other would evaluate on the first alone."""
+    keyed = []
+    for i, rows in enumerate(sources):
+        total, seen = max(1, sum(len(r) for r in rows)), 0
+        for j, row in enumerate(rows):
+            keyed.append(((seen + len(row) / 2) / total, i, j, row))  # a row's midpoint in its source's text
+            seen += len(row)
+    return [row for *_, row in sorted(keyed)]
+
+
+def lm_bible_wiki(limit: int | None = None) -> DatasetDict:
+    """The WEB verses (split by book) and the English Wikipedia extracts (split by article, :mod:`heads.data.wiki`)
+    as one LM corpus, interleaved by share of text (:func:`interleave`); each text keeps its own corpus's split,
+    so no verse or article is in two splits, and the LM joins each split's rows into its own stream (no window
+    straddles two splits). The tokenizer, trained on the training split, is trained on both. With ``limit``, the
+    first ``limit`` rows of each interleaved split."""
+    bible, extracts = lm(), wiki.lm_wiki()
+    features = Features({"text": Value("string")})
+    return DatasetDict({split: Dataset.from_dict(
+        {"text": interleave(list(bible[split]["text"]), list(extracts[split]["text"]))[:limit]}, features=features)
+        for split in SPLITS})
 
 
 def mt(limit: int | None = None) -> DatasetDict:
@@ -395,6 +425,7 @@ BUILDERS: dict[str, Callable[..., DatasetDict]] = {"lm": lm, "mt": mt, "cls": cl
                                                    "lm_wisdom": lm_wisdom, "lm_prophets": lm_prophets,
                                                    "lm_letters": lm_letters, "lm_wiki": wiki.lm_wiki,
                                                    "lm_wiki_fr": wiki.lm_wiki_fr, "lm_wiki_es": wiki.lm_wiki_es,
+                                                   "lm_bible_wiki": lm_bible_wiki,
                                                    "mt_en_pt": mt_en_pt, "mt_pt_en": mt_pt_en,
                                                    "retrieval": retrieval}
 

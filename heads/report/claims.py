@@ -22,7 +22,7 @@ from heads.report.collect import RunTree
 from heads.report.fmt import Table, fmt
 from heads.report.measures import SeedValues, measure, precondition_values
 from heads.report.robustness import FRAGILE, NOT_MEASURED, robustness
-from heads.report.spec import Claim
+from heads.report.spec import Claim, Precondition
 from heads.report.stats import (
     ALPHA,
     AT_RESOLUTION,
@@ -110,7 +110,7 @@ def _combine(claim: Claim, a: SeedValues, b: SeedValues | None) -> tuple[dict[in
     only_a, only_b = sorted(set(a.values) - set(b.values)), sorted(set(b.values) - set(a.values))
     if only_a:
         unmeasured.append(f"seeds {only_a} only in a")
-    if only_b:
+    if only_b and not claim.seeds_of_a:
         unmeasured.append(f"seeds {only_b} only in b")
     out = {}
     for key in sorted(set(a.values) & set(b.values)):
@@ -172,6 +172,38 @@ def _values(values: Sequence[float]) -> str:
     return f"mean {sum(values) / len(values):.4g}, seeds {min(values):.4g} to {max(values):.4g}"
 
 
+def direct_on_every_seed(tree: RunTree, direct: Precondition) -> bool:
+    """Whether a direct test's yardstick (``b``: the baseline trained twice as long) ran on every seed its ``a``
+    has (a seed whose run failed counts as had: the test then says it could not be measured)."""
+    a, b = measure(tree, direct.a), measure(tree, direct.b)
+    seeds = set(a.values) | set(a.failed)
+    return bool(seeds) and seeds <= set(b.values) | set(b.failed)
+
+
+def _calibrated(tree: RunTree, pre: Precondition, per_seed: dict[int, float], problems: list[str]
+                ) -> tuple[dict[int, float], str]:
+    """``per_seed`` (a projection) times, seed by seed, what the direct test measured on that seed over what the
+    same projection said of the direct test's run (``calibrate.projected``), and the words saying so; as it is
+    where the direct test did not run on every seed."""
+    direct = pre.direct
+    if direct is None or not direct_on_every_seed(tree, direct):
+        return per_seed, f" (uncalibrated: {direct.name if direct else 'the direct test'} did not run on every seed)"
+    measured, more = precondition_values(tree, direct.a, direct.b)
+    projected, most = precondition_values(tree, pre.calibrate["projected"])
+    problems += more + most
+    out = {}
+    for seed, value in per_seed.items():
+        if seed not in measured or seed not in projected:
+            problems.append(f"seed {seed}: no direct test and projection of the same seed to calibrate by")
+        elif projected[seed] <= 0:
+            problems.append(f"seed {seed}: the projection it is calibrated by is {projected[seed]:.3g}, no scale")
+        else:
+            out[seed] = value * measured[seed] / projected[seed]
+    scale = [measured[s] / projected[s] for s in out]
+    return out, (f" (calibrated by {direct.name}: each seed's projection times its baseline's direct fall over "
+                 f"its baseline's projected fall, {min(scale):.3g} to {max(scale):.3g})" if scale else "")
+
+
 def check_preconditions(claim: Claim, tree: RunTree) -> tuple[str, str | None]:
     """``(column text, verdict or None)``: *not tested* when a precondition fails, *inconclusive* when one cannot
     be measured, None when all hold (or none is declared, or only ones that guard a single verdict are not met:
@@ -192,7 +224,14 @@ def guarded_preconditions(claim: Claim, tree: RunTree) -> tuple[str, str | None,
     for pre in claim.requires:
         only = f" (blocks {pre.guards} only)" if pre.guards else ""
         try:
+            # a projection yields to the direct test where that one measured every seed: it only stood in for it
+            if pre.superseded_by and pre.direct is not None and direct_on_every_seed(tree, pre.direct):
+                met.append(f"{pre.what}: not needed, {pre.direct.name} measured every seed directly")
+                continue
             per_seed, problems = precondition_values(tree, pre.a, pre.b)
+            how = ""
+            if pre.calibrate:
+                per_seed, how = _calibrated(tree, pre, per_seed, problems)
             values = list(per_seed.values())
         except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
             unmeasured.append(f"{pre.what}: {exc}{only}")
@@ -203,8 +242,10 @@ def guarded_preconditions(claim: Claim, tree: RunTree) -> tuple[str, str | None,
             _block(pre.guards, INCONCLUSIVE, guarded)
             continue
         # a yardstick run on fewer seeds (a longer training on the first) is said as such, not as "every seed"
-        where = "on every seed" if len(values) > 1 else f"(measured on seed {next(iter(per_seed))} only)"
-        words = f"{pre.what}: {_values(values)}, needs {pre.bound()} {where}"
+        every = direct_on_every_seed(tree, pre) if pre.b is not None else len(values) > 1
+        where = "on every seed" if every else (
+            f"(measured on seed{'s' if len(values) > 1 else ''} {', '.join(map(str, per_seed))} only)")
+        words = f"{pre.what}: {_values(values)}{how}, needs {pre.bound()} {where}"
         if all(pre.holds(v) for v in values):
             met.append(words)
         else:
@@ -282,6 +323,9 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     failed = [msg for s in sides for _, msg in sorted(s.failed.items())]
     unmeasured = [m for s in sides for m in s.missing] + unpaired
     notes = [n for s in sides for n in s.notes] + _stopped_early(tree, claim.task)
+    if claim.seeds_of_a and b is not None and set(b.values) - set(a.values):
+        notes.append(f"b's seeds {sorted(set(b.values) - set(a.values))} left out: the claim reads the seeds its a "
+                     "side ran on (seeds_of_a)")
     decision, tested, resolved = Decision(INCONCLUSIVE), False, False
     # equal counts are tested over one seed's units only where the examples did not resample them (their spread
     # is the examples', units sharing one test set are not independent trials)

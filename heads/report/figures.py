@@ -350,6 +350,35 @@ def gqa_figure(tables: Tables, path: Path) -> Path:
     return _save(fig, path)
 
 
+def scaling_figure(tables: Tables, path: Path) -> Path:
+    """Where over-provisioning begins: A1's cost of pruning and A2's gap against the full model's parameters, one
+    point per size (mean, 95 % CI over seeds), with each claim's line (A1: under 3.3 %; A2: above 0)."""
+    fig, panels = _panels(_by(tables.records("scaling"), "task"), "Over-provisioning by model size", rows=2)
+    for top, bottom, task, trows in panels:
+        trows = [r for r in trows if r["params"] is not None]
+        x = [r["params"] / 1e6 for r in trows]
+        names = [f"{r['size']} ({r['heads']} heads)" if r["heads"] is not None else r["size"] for r in trows]
+        for ax, key, line, label, title in (
+                (top, "a1", 0.033, "A1's bound (3.3 %)", "cost of pruning post hoc (A1)"),
+                (bottom, "a2", 0.0, "no gap", "scratch minus pruned and fine-tuned (A2's gap)")):
+            mid = "a1_cost" if key == "a1" else "a2_gap"
+            ax.errorbar(x, _nan(r[mid] for r in trows), yerr=_err(trows, f"{key}_ci_low", f"{key}_ci_high", mid),
+                        fmt="o-", capsize=3, color=PALETTE[0 if key == "a1" else 1])
+            for xi, r, name in zip(x, trows, names, strict=True):
+                if r[mid] is not None:
+                    ax.annotate(name, (xi, r[mid]), textcoords="offset points", xytext=(4, 4), fontsize=7)
+            ax.axhline(line, color=PALETTE[7], linestyle="--", linewidth=1, label=label)
+            if x:  # log scale, ticked at the sizes themselves
+                ax.set_xscale("log")
+                ax.minorticks_off()
+                ax.set_xticks(x, [f"{v:.3g}" for v in x])
+            ratio = next((r["ratio"] for r in trows if r["ratio"] is not None), None)
+            ax.set(title=f"{task}: {title}" + (f", {ratio:g} of heads" if ratio is not None else ""),
+                   xlabel="parameters of the full model (millions)", ylabel="relative change of the metric (95 % CI)")
+            ax.legend(loc="best", fontsize=7)
+    return _save(fig, path)
+
+
 def redundancy_over_training_figure(tables: Tables, path: Path) -> Path:
     """The most alike pair of the baseline's heads, and the share redundant, as it trains, per definition."""
     fig, panels = _panels(_by(tables.records("redundancy_over_training"), "task"),
@@ -418,6 +447,8 @@ NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
     "redundancy_over_training": {"redundancy_over_training": ("task", "step", "threshold", "redundancy_mean",
                                                               "redundancy_token", "ci_low", "ci_high",
                                                               "max_similarity_mean", "max_similarity_token")},
+    "scaling": {"scaling": ("task", "size", "params", "heads", "ratio", "a1_cost", "a1_ci_low", "a1_ci_high",
+                            "a2_gap", "a2_ci_low", "a2_ci_high")},
     "roles": {"roles": ("task", "lam", "kept", "n_seeds", "confidence", "ci_low", "ci_high", "positional",
                         "positional_ci_low", "positional_ci_high")},
     "speed": {"speed": ("task", "ratio", "batch", "speedup")},
@@ -433,6 +464,6 @@ FIGURES: dict[str, Callable[[Tables, Path], Path]] = {
     "l0": l0_figure, "roles": roles_figure,
     "pruned_vs_scratch": pruned_vs_scratch_figure,
     "quality_vs_time": quality_vs_time_figure, "time_to_target": time_to_target_figure,
-    "redundancy": redundancy_figure, "gqa": gqa_figure,
+    "redundancy": redundancy_figure, "gqa": gqa_figure, "scaling": scaling_figure,
     "redundancy_over_training": redundancy_over_training_figure, "redundancy_genre": redundancy_genre_figure,
 }

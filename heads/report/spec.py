@@ -17,8 +17,8 @@ CLAIM_KINDS = {"value": 0.0, "paired_difference": 0.0, "paired_ratio": 1.0}  # k
 REQUIRED = ("id", "text")
 KNOWN = {"id", "text", "task", "kind", "a", "b", "direction", "tolerance", "null_value", "relative", "paper_value",
          "paper", "note", "not_tested", "target", "test", "margin", "requires", "choice", "family", "seeds_are",
-         "common_test", "about"}
-PRECONDITION_KEYS = {"what", "a", "b", "at_least", "at_most", "why", "guards"}
+         "common_test", "about", "seeds_of_a"}
+PRECONDITION_KEYS = {"what", "a", "b", "at_least", "at_most", "why", "guards", "superseded_by", "calibrate"}
 GUARDS = (SUPPORTED, NOT_SUPPORTED)  # the verdicts a precondition may guard alone (``guards:``)
 # Preconditions every replication may name (replications/preconditions.yaml); a claims.yaml may add its own.
 SHARED = "preconditions.yaml"
@@ -44,6 +44,14 @@ class Precondition:
     # power can only hide an effect, so a power check guards only the verdict that says there is none (B1's
     # "rarely significant": supported); a test that found the effect anyway stands, whatever the power
     guards: str | None = None
+    # a direct test (a precondition with a yardstick ``b``, by name) that makes this one, a projection, needless
+    # where its yardstick ran on every seed of its ``a``: the projection only stands in for it elsewhere
+    superseded_by: str | None = None
+    # ``{direct: <name>, projected: <selector>}``: each seed's ``a`` (a projection) scaled by what the same seed's
+    # direct test measured over what the projection said there (``projected``: the direct test's own run's
+    # projection), where the direct test ran on every seed; elsewhere ``a`` as it is
+    calibrate: dict | None = None
+    direct: Precondition | None = None  # the precondition either names, resolved (resolve_direct)
 
     def bound(self) -> str:
         return " and ".join(x for x in (f">= {self.at_least:g}" if self.at_least is not None else "",
@@ -93,6 +101,9 @@ class Claim:
     # what the claim is about: ``science`` (redundancy, prunability, what heads do) or ``engineering`` (speed,
     # time, memory, bytes: facts of the implementation and the machine); the ledger counts them apart
     about: str = "science"
+    # the claim's seeds are those its ``a`` side ran on: ``b``'s other seeds, which other claims read (a part of a
+    # replication trimmed to its first seeds against a baseline on more), are left out and the note says so
+    seeds_of_a: bool = False
 
     @property
     def threshold(self) -> float:
@@ -191,8 +202,20 @@ def parse_precondition(name: str, raw: Any, where: str) -> Precondition:
     if guards is not None and guards not in GUARDS:
         raise ClaimSpecError(f"{where}: precondition {name!r}: guards must be one of {list(GUARDS)} (the one "
                              f"verdict it blocks when not met), got {guards!r}")
+    superseded = raw.get("superseded_by")
+    if superseded is not None and not (isinstance(superseded, str) and superseded):
+        raise ClaimSpecError(f"{where}: precondition {name!r}: superseded_by must name a precondition, got "
+                             f"{superseded!r}")
+    calibrate = raw.get("calibrate")
+    if calibrate is not None:
+        if not isinstance(calibrate, Mapping) or set(calibrate) != {"direct", "projected"} or not isinstance(
+                calibrate["direct"], str):
+            raise ClaimSpecError(f"{where}: precondition {name!r}: calibrate must be {{direct: <a precondition's "
+                                 f"name>, projected: <selector>}}, got {calibrate!r}")
+        calibrate = {"direct": calibrate["direct"],
+                     "projected": _selector(calibrate["projected"], {}, f"{where}: precondition {name}.calibrate")}
     return Precondition(name, str(raw.get("what", name)), sel, low, high, str(raw.get("why", "")).strip(), b,
-                        guards)
+                        guards, superseded, calibrate)
 
 
 def parse_preconditions(raw: Any, where: str) -> dict[str, Precondition]:
@@ -203,13 +226,42 @@ def parse_preconditions(raw: Any, where: str) -> dict[str, Precondition]:
     return {str(k): parse_precondition(str(k), v, where) for k, v in raw.items()}
 
 
+def direct_of(pre: Precondition) -> str | None:
+    """The name of the direct test ``pre`` defers to (``superseded_by``) or is calibrated by, if any."""
+    return pre.superseded_by or (pre.calibrate or {}).get("direct")
+
+
+def resolve_direct(named: Mapping[str, Precondition], where: str) -> dict[str, Precondition]:
+    """``named`` with each ``superseded_by`` / ``calibrate.direct`` resolved (``Precondition.direct``), refused
+    unless it names a known precondition that compares with a yardstick (a direct test: ``b``)."""
+    out = dict(named)
+    for key, pre in named.items():
+        direct = direct_of(pre)
+        if direct is None:
+            continue
+        if direct not in named:
+            raise ClaimSpecError(f"{where}: precondition {pre.name!r} defers to unknown precondition {direct!r}; "
+                                 f"known: {sorted(named)}")
+        if named[direct].b is None:
+            raise ClaimSpecError(f"{where}: precondition {pre.name!r} defers to {direct!r}, which has no yardstick "
+                                 "(b:), so no direct test")
+        out[key] = replace(pre, direct=named[direct])
+    return out
+
+
 def _requires(raw: Any, named: Mapping[str, Precondition], where: str) -> tuple[Precondition, ...]:
     if not isinstance(raw, list):
         raise ClaimSpecError(f"{where}: requires must be a list of precondition names")
     missing = [n for n in raw if n not in named]
     if missing:
         raise ClaimSpecError(f"{where}: requires unknown preconditions {missing}; known: {sorted(named)}")
-    return tuple(named[n] for n in raw)
+    pres = tuple(named[n] for n in raw)
+    # a projection that yields to a direct test must not yield to one the claim does not check: the claim would
+    # then be judged with neither
+    absent = sorted({p.superseded_by for p in pres if p.superseded_by} - set(raw))
+    if absent:
+        raise ClaimSpecError(f"{where}: requires a precondition superseded by {absent}, which it does not require")
+    return pres
 
 
 def parse_claim(raw: Mapping[str, Any], replication: str, where: str,
@@ -228,7 +280,8 @@ def parse_claim(raw: Mapping[str, Any], replication: str, where: str,
               "task": raw.get("task"), "paper_value": raw.get("paper_value"), "paper": str(raw.get("paper", "")),
               "note": str(raw.get("note", "")), "choice": str(raw.get("choice", "")).strip(),
               "family": _words(raw, "family", where), "seeds_are": _words(raw, "seeds_are", where),
-              "common_test": _boolean(raw, "common_test", where), "about": _about(raw, where)}
+              "common_test": _boolean(raw, "common_test", where), "about": _about(raw, where),
+              "seeds_of_a": _boolean(raw, "seeds_of_a", where)}
     if raw.get("not_tested"):
         return Claim(**common, not_tested=str(raw["not_tested"]).strip())
     kind = raw.get("kind", "value")
@@ -309,7 +362,7 @@ def shared_preconditions(root: str | Path) -> dict[str, Precondition]:
     doc = _read_yaml(path)
     if not isinstance(doc, Mapping):
         raise ClaimSpecError(f"{path}: expected a mapping with a 'preconditions' mapping")
-    return parse_preconditions(doc.get("preconditions"), str(path))
+    return resolve_direct(parse_preconditions(doc.get("preconditions"), str(path)), str(path))
 
 
 def load_claims(path: str | Path, shared: Mapping[str, Precondition] | None = None) -> list[Claim]:
@@ -322,7 +375,7 @@ def load_claims(path: str | Path, shared: Mapping[str, Precondition] | None = No
     replication = str(doc.get("replication", path.parent.name))
     if shared is None:
         shared = shared_preconditions(path.parent.parent)
-    named = {**shared, **parse_preconditions(doc.get("preconditions"), str(path))}
+    named = resolve_direct({**shared, **parse_preconditions(doc.get("preconditions"), str(path))}, str(path))
     seeds_are = doc.get("seeds_are")
     if seeds_are is not None and not (isinstance(seeds_are, str) and seeds_are.strip()):
         raise ClaimSpecError(f"{path}: seeds_are must say in words what a seed is, got {seeds_are!r}")

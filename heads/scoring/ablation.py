@@ -145,6 +145,24 @@ def of_layers(model: nn.Module, layout: dict[str, list[int]], layers: Iterable[i
     return {name: kept for name, kept in layout.items() if at.get(name) in wanted}
 
 
+def spread_layers(model: nn.Module, count: int) -> tuple[int, ...]:
+    """``count`` of the model's layers spread evenly over its depth, first and last included (all of them where
+    it has no more): a stated sample that carries over to a model of another depth. Layer ``i`` of ``count`` is
+    the one at ``round(i * n / (count - 1))`` of ``n``, clamped to the last: 30 layers give 0, 6, 12, 18, 24, 29;
+    12 give 0, 2, 5, 7, 10, 11."""
+    from heads.surgery import sites
+
+    if count < 1:
+        raise ValueError(f"a spread of layers needs a count >= 1, got {count}")
+    have = sorted({s.layer for s in sites(model)})
+    n = len(have)
+    if count >= n:
+        return tuple(have)
+    if count == 1:
+        return (have[0],)
+    return tuple(sorted({have[min(n - 1, round(i * n / (count - 1)))] for i in range(count)}))
+
+
 def _snap(delta: float, tol: float) -> float:
     return 0.0 if abs(delta) <= tol else delta
 

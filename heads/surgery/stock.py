@@ -1,12 +1,13 @@
 """Pruned checkpoints as stock ``transformers`` sees them: loadable where the family's own config can say the
 pruned shape, refused loudly everywhere else (never a silent re-initialisation).
 
-A uniform layout on a Llama-style model (every site keeps the same number of heads and of key/value heads) is a
-stock shape: ``num_attention_heads``, ``num_key_value_heads`` and an explicit ``head_dim``; its config.json says
-that shape, so ``AutoModelForCausalLM.from_pretrained`` builds exactly these tensors and gives the same logits.
-Any other pruned layout has no stock shape; its config.json names a model type no ``transformers`` knows, which
-names :func:`heads.surgery.load`, so stock loading stops at the config with that message. The model's own counts
-and type are kept under ``MARK`` and :func:`from_disk` restores them, so heads sees the model it saved.
+A uniform layout on a Llama-style model (Llama, Mistral, Qwen2, Gemma 3 text: every site keeps the same number of
+heads and of key/value heads) is a stock shape: ``num_attention_heads``, ``num_key_value_heads`` and an explicit
+``head_dim``; its config.json says that shape, so ``AutoModelForCausalLM.from_pretrained`` builds exactly these
+tensors and gives the same logits. Any other pruned layout has no stock shape; its config.json names a model type no
+``transformers`` knows, which names :func:`heads.surgery.load`, so stock loading stops at the config with that
+message. The model's own counts and type are kept under ``MARK`` and :func:`from_disk` restores them, so heads sees
+the model it saved.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 MARK = "heads_saved_as"  # what the file says differently from the model heads built: {key: the model's value}
 REFUSED_TYPE = "pruned-by-heads (load it with heads.surgery.load; stock transformers cannot build this layout)"
-STOCK_FAMILIES = ("llama", "mistral", "qwen2")
+STOCK_FAMILIES = ("llama", "mistral", "qwen2", "gemma3_text")
 
 
 def stock_shape(config: dict[str, Any], layout: dict[str, list[int]]) -> dict[str, Any] | None:

@@ -72,6 +72,12 @@ class Translation(Task):
         model, never for scoring (a cut reference would reward a translation that stops early)."""
         return [text.strip() for _, _, text in self._pairs(cfg, tokenizer, split)]
 
+    def clusters(self, cfg: RunConfig, tokenizer, split: str) -> list[int]:
+        """The text each example of :meth:`examples` comes from, for ``heads mask``'s bootstrap over texts: every
+        verse pair its own (the prepared pairs carry no chapter, so verses of one chapter resample as
+        independent, which narrows an interval where neighbouring verses err alike)."""
+        return shard_of(cfg, list(range(len(self.encode(cfg, tokenizer, split)))), split)
+
     def collate(self, examples) -> dict[str, torch.Tensor]:
         ids, mask = pad([s for s, _ in examples], 0)
         labels, label_mask = pad([t for _, t in examples], IGNORE)

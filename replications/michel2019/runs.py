@@ -1,6 +1,16 @@
 """Michel et al. 2019: single-head ablations, iterative pruning curves (also from training snapshots), speed."""
 
-from heads.sheet import Custom, RunSpec, SheetError, analysis_label, baseline, layered, shard_config
+from heads.sheet import (
+    Custom,
+    RunSpec,
+    SheetError,
+    analysis_label,
+    baseline,
+    layered,
+    masking_runs,
+    run_label,
+    shard_config,
+)
 
 REPLICATION = "michel2019"
 # what every curve of a preset shares, so that arms compare level by level: a custom entry's params may not set them
@@ -49,6 +59,10 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                                seed=seed, variant="curve_at", arm=f"step{step}", knob=float(step),
                                params={"scorer": "importance", **curve_params, "seed": seed}, config=curve_eval,
                                options={"task": True}, paths={"source": f"{b}/snapshots/step-{step}"}, after=(b,)))
+    # Michel's unit masked (a shipped model's): every replicate reads the first seed's baseline, the model as it is
+    if "mask_task" in s:
+        task = s["mask_task"]
+        out += masking_runs(REPLICATION, task, s, run_label(task, "baseline", "none", 0.0, seeds[0]))
     # Inference speed, once per seed's classifier: separate jobs at separate times are the replicates of a
     # clock-based claim (repeats inside one process share its machine state and say less); no speed_ratios, no
     # speed jobs (the GPU visit's translation-only sheet)

@@ -16,13 +16,15 @@ def _posthoc(task: str, source: str, variant: str, arm: str, ratio: float, seed:
 
 
 def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
-    """Per task and seed: the baseline; per ratio, the pruned baseline, its fine-tune and a uniform scratch run;
+    """Per task and seed: the baseline; per ratio, the pruned baseline, its fine-tune and a uniform scratch run
+    (on the seeds :func:`part_seeds` gives each part);
     per post-hoc-only ratio, the pruned baseline alone; per matched ratio, a scratch run at the exact layout the
     pruned baseline ended with; with ``gqa``, the
     grouped-query and narrow models of A3; with ``longer_baseline``, the baseline trained twice as long (whether
     the baseline has converged)."""
     out = []
     scorer = settings["scorer"]
+    part = part_seeds(settings, seeds)
     for task, ratios in settings["ratios"].items():
         for seed in seeds:
             base = baseline(REPLICATION, task, seed)
@@ -37,10 +39,11 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                             config={"train": {"steps": settings["finetune_steps"], "warmup": 0,
                                               "schedule": "constant", "lr": 0.0002}},
                             paths={"model.source": pruned}, after=(pruned,)),
-                    RunSpec(label=run_label(task, "scratch", "uniform", r, seed), command="train",
-                            replication=REPLICATION, task=task, seed=seed,
-                            variant="scratch", arm="uniform", ratio=r, strategy="scratch", params={"ratio": r}),
                 ]
+                if seed in part["uniform"]:
+                    out.append(RunSpec(label=run_label(task, "scratch", "uniform", r, seed), command="train",
+                                       replication=REPLICATION, task=task, seed=seed, variant="scratch",
+                                       arm="uniform", ratio=r, strategy="scratch", params={"ratio": r}))
             # A1's other end (30 %): pruned and evaluated only, nothing trained from it
             for r in settings.get("posthoc_ratios", {}).get(task, []):
                 if r not in ratios:
@@ -53,10 +56,19 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                                    paths={"strategy.params.layout_from": f"{pruned}/config.json"}, after=(pruned,)))
     # baselines trained only so the claims on a task this preset does not prune can measure their preconditions,
     # and say "not tested at this scale" with the number (the small Marian's BLEU)
-    out += [baseline(REPLICATION, task, seed) for task in settings.get("precondition_tasks", []) for seed in seeds]
+    out += [baseline(REPLICATION, task, seed) for task in settings.get("precondition_tasks", [])
+            for seed in part["precondition_tasks"]]
     if settings.get("gqa"):
-        out += gqa_runs(settings["gqa"], seeds, scorer)
+        out += gqa_runs(settings["gqa"], part["gqa"], scorer)
     return out + longer_baselines(REPLICATION, settings.get("longer_baseline"), seeds)
+
+
+def part_seeds(settings: dict, seeds: list[int]) -> dict[str, list[int]]:
+    """The seeds of each part that ``part_seeds`` trims to the replication's first ``n`` (``uniform``: the uniform
+    scratch runs; ``gqa``: A3's models; ``precondition_tasks``: the baselines that only say why a task is not
+    tested); every seed for a part it does not name."""
+    trim = settings.get("part_seeds") or {}
+    return {name: list(seeds)[:trim.get(name, len(seeds))] for name in ("uniform", "gqa", "precondition_tasks")}
 
 
 def gqa_runs(g: dict, seeds: list[int], scorer: str) -> list[RunSpec]:

@@ -3,7 +3,7 @@ heads in 3 key/value groups), which this project did not train. Its seeds are di
 text (``eval.shard``), so every interval covers the sampling of the test text and the random draws, not
 training; each shard's baseline is the shipped model evaluated as it is (``train.steps: 0``)."""
 
-from heads.sheet import RunSpec, analysis_label, baseline, run_label, shard_config
+from heads.sheet import RunSpec, analysis_label, baseline, masking_runs, run_label, shard_config
 
 REPLICATION = "pretrained"
 TASK = "lm"
@@ -17,6 +17,12 @@ def _posthoc(source: str, arm: str, ratio: float, seed: int, batches: int) -> Ru
                    ratio=ratio, strategy="posthoc",
                    params={"ratio": ratio, "scorer": "importance", "seed": seed, "batches": batches},
                    options={"evaluate": True}, paths={"source": source}, after=(source,))
+
+
+def _layers(sample: list[int] | int) -> dict:
+    """The ablation's layers: those listed, or a count spread over the model's depth, which the command resolves
+    on the model it loads (so one setting serves a model of any depth)."""
+    return {"spread_layers": sample} if isinstance(sample, int) else {"layers": list(sample)}
 
 
 def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
@@ -44,7 +50,7 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
         out.append(RunSpec(label=analysis_label(TASK, "ablation", seed=seed), command="ablate",
                            replication=REPLICATION, task=TASK, seed=seed, variant="ablation",
                            options={"batches": s["ablation_batches"], "test": "loss",
-                                    "layers": list(s["ablation_layers"]), "chunk": s["ablation_chunk"],
+                                    **_layers(s["ablation_layers"]), "chunk": s["ablation_chunk"],
                                     "held_out": True},
                            paths={"source": base.label}, after=(base.label,)))
         for scorer in s["curve_scorers"]:
@@ -89,25 +95,7 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
 
 
 def _masking(s: dict, seeds: list[int]) -> list[RunSpec]:
-    """Michel's unit on this model: per replicate of the procedure (its own slice of the validation windows),
-    single query heads and whole key/value groups masked by importance at each ratio, all scored on one common
-    test set; the oracle order (greedy by measured cost) on the first ``oracle_replicates``. The replicates are
-    the seeds of these claims, whatever the preset's shards are; every job reads the shipped model through the
-    first shard's baseline (``train.steps: 0``: the model as shipped)."""
-    source = run_label(TASK, "baseline", "none", 0.0, seeds[0])
-    common = {"ratios": list(s["mask_ratios"]), "test_windows": s["mask_test_windows"]}
-    out = []
-    # the oracle's job ranks by importance too, on the same few windows it measures on: the two orders compared
-    # with the same data, replicate by replicate
-    for arm, replicates, orders, units, windows in (
-            ("importance", s["mask_replicates"], ["importance"], ["head", "group"], s["mask_score_windows"]),
-            ("oracle", s["oracle_replicates"], ["importance", "oracle"], s["oracle_units"],
-             s["oracle_score_windows"])):
-        for r in range(replicates):
-            out.append(RunSpec(label=analysis_label(TASK, "mask", arm, seed=r), command="mask",
-                               replication=REPLICATION, task=TASK, seed=r, variant="mask", arm=arm,
-                               options={**common, "units": list(units), "orders": orders, "seed": r,
-                                        "score_windows": windows,
-                                        **({"oracle_step": s["oracle_step"]} if arm == "oracle" else {})},
-                               paths={"source": source}, after=(source,)))
-    return out
+    """Michel's unit on this model (heads.sheet.masking_runs): single query heads and whole key/value groups;
+    every job reads the shipped model through the first shard's baseline (``train.steps: 0``: the model as
+    shipped)."""
+    return masking_runs(REPLICATION, TASK, s, run_label(TASK, "baseline", "none", 0.0, seeds[0]))

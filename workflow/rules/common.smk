@@ -4,6 +4,7 @@ import json
 import os
 import re
 import shlex
+import sys
 
 from heads.report.render import artefacts as report_artefacts
 from heads.report.spec import ClaimSpecError, load_all as load_claims
@@ -43,7 +44,21 @@ except SheetError as e:
     raise ValueError(f"config dag.{PRESET}: {e}") from None
 for _name in (n for n in replication_folders("replications") if n in D):  # null settings: not at this preset
     validate(D[_name], f"../../replications/{_name}/settings.schema.yaml")
-OUT = config["out"] or ("results" if PRESET == "tiny" else f"results/{PRESET}")
+# The battery on a model of your own (`--config preset=pretrained model=NAME`: a shipped name, a local folder or a
+# hub id): only the battery runs, on that model, and everything it writes (outputs, runs, logs, data markers) is
+# kept under the model's own name, apart from the preset's committed results.
+MODEL = config.get("model") or ""
+SLUG = ""
+if MODEL:
+    from heads.battery import for_model
+
+    try:
+        D, SLUG = for_model(D, MODEL)
+    except SheetError as e:
+        raise ValueError(f"config {e}") from None
+# what logs, data markers and data settings are kept under: the preset's, or the preset's for one model
+STAGE = f"{PRESET}-{SLUG}" if MODEL else PRESET
+OUT = config["out"] or (f"results/{PRESET}/{SLUG}" if MODEL else "results" if PRESET == "tiny" else f"results/{PRESET}")
 RUNS = f"{OUT}/runs"
 DATA = config["data_root"]
 CUSTOM = D.get("custom", [])
@@ -144,7 +159,7 @@ def render_settings(rep):
 
 RENDER_SETTINGS = {rep: render_settings(rep) for rep in REPLICATIONS}
 # where a task's data settings live: beside the data (shared by every output folder at this preset)
-DATA_SETTINGS = {t: f"{DATA}/.settings/{t}-{PRESET}.json" for t in sorted({e.task for e in SHEET.runs.values()})}
+DATA_SETTINGS = {t: f"{DATA}/.settings/{t}-{STAGE}.json" for t in sorted({e.task for e in SHEET.runs.values()})}
 for _task, _path in DATA_SETTINGS.items():
     # new here: the data of the runs recorded (their config.json holds data.*, compared above) is of these settings
     write_settings(_path, {"task": _task, "preset": PRESET, "config": TASK_CONFIG.get(_task) or {}}, backdate=True)
@@ -181,13 +196,23 @@ def done(label):
 def entry_inputs(w):
     """What an entry needs: its settings, its task's prepared data and the runs it starts from."""
     e = SHEET[w.label]
-    return [SETTINGS_OF[w.label], f"{DATA}/.ready-{e.task}-{PRESET}"] + [done(a) for a in e.after]
+    return [SETTINGS_OF[w.label], f"{DATA}/.ready-{e.task}-{STAGE}"] + [done(a) for a in e.after]
 
 
 # What a job that runs a model asks for at this preset (config job_resources): GPUs and memory. Its threads are
 # the rule's (config threads, or --set-threads), and the command is built from the job's granted threads and GPUs,
 # so what the scheduler reserved is what torch uses.
 JOB = {"gpus": 0, "mem_mb": 4000, **(config["job_resources"].get(PRESET) or {})}  # the schema's defaults
+if MODEL:  # the preset's allowance is sized for its own model: a larger one asks for what its training needs
+    from heads.config import ConfigError
+    from heads.plan import PlanError, job_memory_mb
+    from heads.resolve import resolve
+    from heads.sheet import task_overrides
+
+    try:
+        JOB["mem_mb"] = max(JOB["mem_mb"], job_memory_mb(resolve("lm", PRESET, None, task_overrides(TASK_CONFIG["lm"]))))
+    except (ConfigError, PlanError, OSError, ValueError) as e:  # e.g. a hub id offline: the allowance stands
+        print(f"heads: model {MODEL!r}: not sized ({e}); jobs ask for job_resources.{PRESET}.mem_mb", file=sys.stderr)
 GPU_SLOT = os.path.relpath(os.path.join(workflow.basedir, "workflow", "scripts", "gpu_slot.py"))
 
 

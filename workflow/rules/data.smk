@@ -11,11 +11,11 @@ rule prepare_data:
     input:
         lambda w: DATA_SETTINGS[w.task],
     output:
-        touch(f"{DATA}/.ready-{{task}}-{PRESET}"),
+        touch(f"{DATA}/.ready-{{task}}-{STAGE}"),
     log:
-        f"logs/{PRESET}/data/{{task}}.log",
+        f"logs/{STAGE}/data/{{task}}.log",
     benchmark:
-        f"logs/{PRESET}/benchmarks/data/{{task}}.tsv"
+        f"logs/{STAGE}/benchmarks/data/{{task}}.tsv"
     conda:
         "../../environment.yml"
     params:

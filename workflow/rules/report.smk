@@ -29,9 +29,9 @@ rule table:
             category="{replication}",
         ),
     log:
-        f"logs/{PRESET}/report/{{replication}}/{{table}}.table.log",
+        f"logs/{STAGE}/report/{{replication}}/{{table}}.table.log",
     benchmark:
-        f"logs/{PRESET}/benchmarks/report/{{replication}}/{{table}}.table.tsv"
+        f"logs/{STAGE}/benchmarks/report/{{replication}}/{{table}}.table.tsv"
     conda:
         "../../environment.yml"
     params:
@@ -55,9 +55,9 @@ rule figure:
             category="{replication}",
         ),
     log:
-        f"logs/{PRESET}/report/{{replication}}/{{figure}}.figure.log",
+        f"logs/{STAGE}/report/{{replication}}/{{figure}}.figure.log",
     benchmark:
-        f"logs/{PRESET}/benchmarks/report/{{replication}}/{{figure}}.figure.tsv"
+        f"logs/{STAGE}/benchmarks/report/{{replication}}/{{figure}}.figure.tsv"
     conda:
         "../../environment.yml"
     params:
@@ -84,9 +84,9 @@ rule replication_claims:
         multiext(f"{OUT}/{{replication}}/baselines", ".csv", ".md"),
         f"{OUT}/{{replication}}/environments.json",
     log:
-        f"logs/{PRESET}/report/{{replication}}/claims.log",
+        f"logs/{STAGE}/report/{{replication}}/claims.log",
     benchmark:
-        f"logs/{PRESET}/benchmarks/report/{{replication}}/claims.tsv"
+        f"logs/{STAGE}/benchmarks/report/{{replication}}/claims.tsv"
     conda:
         "../../environment.yml"
     params:
@@ -130,9 +130,9 @@ rule claims:
         records=f"{OUT}/claims.json",
         baselines=multiext(f"{OUT}/baselines", ".csv", ".md"),
     log:
-        f"logs/{PRESET}/report/claims.log",
+        f"logs/{STAGE}/report/claims.log",
     benchmark:
-        f"logs/{PRESET}/benchmarks/report/claims.tsv"
+        f"logs/{STAGE}/benchmarks/report/claims.tsv"
     conda:
         "../../environment.yml"
     params:

@@ -12,9 +12,9 @@ rule prune_uniform:
     output:
         directory(f"{RUNS}/surgery/{{source}}_keep{{keep}}"),
     log:
-        f"logs/{PRESET}/surgery/prune_{{source}}_keep{{keep}}.log",
+        f"logs/{STAGE}/surgery/prune_{{source}}_keep{{keep}}.log",
     benchmark:
-        f"logs/{PRESET}/benchmarks/surgery/prune_{{source}}_keep{{keep}}.tsv"
+        f"logs/{STAGE}/benchmarks/surgery/prune_{{source}}_keep{{keep}}.tsv"
     conda:
         "../../environment.yml"
     params:
@@ -35,9 +35,9 @@ rule surgery_table:
             category="Head surgery",
         ),
     log:
-        f"logs/{PRESET}/surgery/inspect_{{source}}_keep{{keep}}.log",
+        f"logs/{STAGE}/surgery/inspect_{{source}}_keep{{keep}}.log",
     benchmark:
-        f"logs/{PRESET}/benchmarks/surgery/inspect_{{source}}_keep{{keep}}.tsv"
+        f"logs/{STAGE}/benchmarks/surgery/inspect_{{source}}_keep{{keep}}.tsv"
     conda:
         "../../environment.yml"
     params:

@@ -10,9 +10,9 @@ rule train:
     output:
         f"{RUNS}/{{label}}/summary.json",
     log:
-        f"logs/{PRESET}/runs/{{label}}.log",
+        f"logs/{STAGE}/runs/{{label}}.log",
     benchmark:
-        f"logs/{PRESET}/benchmarks/runs/{{label}}.tsv"
+        f"logs/{STAGE}/benchmarks/runs/{{label}}.tsv"
     wildcard_constraints:
         label=labels_of("train", "prune"),
     conda:
@@ -33,9 +33,9 @@ rule analyse:
     output:
         f"{RUNS}/{{label}}.json",
     log:
-        f"logs/{PRESET}/runs/{{label}}.log",
+        f"logs/{STAGE}/runs/{{label}}.log",
     benchmark:
-        f"logs/{PRESET}/benchmarks/runs/{{label}}.tsv"
+        f"logs/{STAGE}/benchmarks/runs/{{label}}.tsv"
     wildcard_constraints:
         label=labels_of(
             "ablate", "curve", "speed", "roles", "redundancy", "shift", "memory", "clock", "trivial", "decode-speed",

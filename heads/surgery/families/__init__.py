@@ -8,6 +8,7 @@ from heads.registry import Registry
 from heads.surgery.families.base import Family, HeadSlice, Projections, SitePattern
 from heads.surgery.families.bergamot import BergamotFamily
 from heads.surgery.families.bert import BertFamily
+from heads.surgery.families.gemma3 import Gemma3Family
 from heads.surgery.families.gpt2 import GPT2Family
 from heads.surgery.families.llama import LlamaFamily
 from heads.surgery.families.marian import MarianFamily
@@ -18,7 +19,8 @@ GUIDE = "docs/ADDING_A_FAMILY.md"
 
 # Model type -> family adapter (several model types share one family).
 FAMILIES: Registry[Family] = Registry("model_type")
-for _family in (LlamaFamily(), BertFamily(), MarianFamily(), BergamotFamily(), GPT2Family(), MPNetFamily()):
+for _family in (LlamaFamily(), BertFamily(), MarianFamily(), BergamotFamily(), GPT2Family(), MPNetFamily(),
+                Gemma3Family()):
     for _model_type in _family.model_types:
         FAMILIES.add(_model_type, _family)
 

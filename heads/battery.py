@@ -1,0 +1,85 @@
+"""The head-level battery on one model of the user's choosing (the workflow's ``model`` key).
+
+The ``pretrained`` replication runs every head-level analysis (masking at Michel's unit, ablation, curves,
+speed, redundancy, roles, shift) on one pretrained causal LM. :func:`for_model` points it at another model (a
+shipped name, a local checkpoint folder or a hub id) and keeps that run apart from every other: its rendered
+outputs go under ``results/<preset>/<slug>/`` (:func:`model_slug`), and only the battery runs. What the settings
+size by the model's layout (the layers an ablation samples) the commands resolve on the model they load.
+
+This module imports nothing heavy: the workflow calls it at parse time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from heads.sheet import SheetError, replications
+
+BATTERY = "pretrained"  # the replication that runs the battery
+TASK = "lm"  # the task its model is read on
+# folders the preset's own outputs already use under results/<preset>/: a model's slug may not take one
+RESERVED = frozenset({"runs", "surgery", "decoding", "CLAIMS.md"})
+
+
+def model_slug(source: str) -> str:
+    """A results folder's name for ``source``: a shipped name as it is, a local folder by its own name, a hub id
+    with its ``/`` as ``--``; any other character outside ``[A-Za-z0-9_.-]`` as ``_``."""
+    from heads.shipped import SHIPPED
+
+    if source in SHIPPED:
+        name = source
+    elif Path(source).exists():
+        name = Path(source).resolve().name
+    else:
+        name = source.strip("/").replace("/", "--")
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+    if not name.strip("._"):
+        raise SheetError(f"model {source!r}: gives no usable folder name; set out= to say where results go")
+    return name
+
+
+def check_source(source: str) -> None:
+    """``source`` names a model the battery can load: a shipped checkpoint, a local folder holding a
+    ``config.json``, or a hub id (``owner/name``); anything else is refused in one line."""
+    from heads.shipped import SHIPPED
+
+    if source in SHIPPED:
+        return
+    where = Path(source)
+    if where.exists():
+        if not (where / "config.json").is_file():
+            raise SheetError(f"model {source!r}: the folder holds no config.json (save the model with "
+                             "save_pretrained, its tokenizer beside it)")
+        return
+    if not re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", source):
+        raise SheetError(f"model {source!r}: neither a shipped checkpoint ({', '.join(sorted(SHIPPED))}), a local "
+                         "folder, nor a hub id (owner/name)")
+
+
+def for_model(dag: Mapping[str, Any], source: str, root: str | Path = "replications") -> tuple[dict, str]:
+    """``dag`` (a preset's, from :func:`heads.sheet.dag_for`) reduced to the battery with its model read from
+    ``source``, and the slug its outputs are kept under. Refused where the preset has no battery, or where the
+    dag's own task config already names another model."""
+    if dag.get(BATTERY) is None:
+        raise SheetError(f"model {source!r}: the battery (the {BATTERY!r} replication) runs at preset "
+                         f"'pretrained' only, not {dag.get('preset')!r}; add preset=pretrained")
+    check_source(source)
+    tasks = dict(dag.get("tasks") or {})
+    task = dict(tasks.get(TASK) or {})
+    named = (task.get("model") or {}).get("source")
+    if named not in (None, source):
+        raise SheetError(f"model {source!r}: dag.{dag.get('preset')}.tasks.{TASK}.model.source names "
+                         f"{named!r}; give the model once")
+    task["model"] = {**(task.get("model") or {}), "source": source}
+    tasks[TASK] = task
+    others = set(replications(root)) - {BATTERY}
+    reduced = {k: v for k, v in dag.items() if k not in others}
+    reduced["tasks"] = tasks
+    slug = model_slug(source)
+    if slug in RESERVED or slug in others | {BATTERY}:
+        raise SheetError(f"model {source!r}: its folder name {slug!r} is one the preset's outputs use; rename the "
+                         "folder or set out=")
+    return reduced, slug
