@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from heads import __version__
-from heads.cli import analysis, clock, decoding, masking, memory, plan, pruning, report, runs, surgery
+from heads.cli import analysis, clock, decoding, masking, memory, models, plan, pruning, report, runs, surgery
 from heads.cli.common import UserError, one_line
 
 
@@ -23,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", help="show the traceback of a bad-input error (also: HEADS_DEBUG=1)"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (pruning, masking, runs, surgery, analysis, memory, clock, decoding, report, plan):
+    for module in (pruning, masking, runs, surgery, analysis, memory, clock, decoding, report, plan, models):
         module.register(sub)
     return parser
 

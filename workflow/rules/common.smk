@@ -266,10 +266,25 @@ def replication_outputs(rep):
     return out
 
 
+# The models whose heads a replication masks at this preset (its task's model, as the preset or dag.<preset>.tasks
+# names it), each with the folder its masking table renders to: the cross-model table's rows (report.smk).
+def _model_source(task):
+    from heads.resolve import resolve
+    from heads.sheet import task_overrides
+
+    return resolve(task, PRESET, None, task_overrides(TASK_CONFIG.get(task) or {})).model.source
+
+
+MODELS = [(_model_source(task), f"{OUT}/{rep}")
+          for rep, task in sorted({(SHEET[label].replication, SHEET[label].task) for label in SHEET.labels("mask")})]
+
+
 def report_outputs():
     out = [f"{OUT}/CLAIMS.md", f"{OUT}/claims.csv", f"{OUT}/claims.json"]
     for rep in REPLICATIONS:
         out += replication_outputs(rep)
+    if MODELS:  # the cross-model table (report.smk), where a replication masks heads at this preset
+        out += [f"{OUT}/models.{ext}" for ext in ("csv", "md", "png")]
     return out
 
 

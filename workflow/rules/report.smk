@@ -143,3 +143,26 @@ rule claims:
         "heads claims --ledgers {input.ledgers:q} --replications replications --preset {params.preset} "
         "--out {params.folder:q} "
         "{params.robustness} > {log:q} 2>&1 || sh workflow/scripts/say_why.sh {log:q}"
+
+
+# The cross-model table (MODELS: common.smk): each masked model's layout beside what masking its heads cost.
+if MODELS:
+
+    rule models:
+        localrule: True
+        input:
+            [f"{folder}/masking.csv" for _, folder in MODELS],
+        output:
+            multiext(f"{OUT}/models", ".csv", ".md", ".png"),
+        log:
+            f"logs/{STAGE}/report/models.log",
+        conda:
+            "../../environment.yml"
+        params:
+            models=" ".join(f"--model {shlex.quote(f'{source}={folder}')}" for source, folder in MODELS),
+            preset=PRESET,
+            root=DATA,
+            folder=lambda w, output: os.path.dirname(output[0]),
+        shell:
+            "heads models {params.models} --preset {params.preset} --data-root {params.root:q}"
+            " --out {params.folder:q} > {log:q} 2>&1 || sh workflow/scripts/say_why.sh {log:q}"

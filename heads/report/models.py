@@ -1,0 +1,130 @@
+"""The cross-model table: each model's layout beside what masking its heads cost, read from the masking tables
+the replications rendered (``masking.csv``), so it regenerates from committed results without their run trees.
+
+A row is one model, unit (a query head, or a key/value group: what physical pruning of grouped-query attention
+removes) and order (importance, or the oracle: greedy by measured cost); its columns the relative loss change at
+each share of the heads closed, with the replicates' 95 % interval."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from heads.report.fmt import Table
+
+RATIOS = (0.3, 0.5)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What a model's attention looks like: its sites' query heads and key/value groups, and its size."""
+
+    model: str
+    task: str
+    params: int
+    sites: int
+    heads: int  # query heads in all
+    groups: int  # key/value groups in all (a multi-head model's are its heads)
+
+    @property
+    def attention(self) -> str:
+        if self.groups == self.heads:
+            return "MHA"
+        return "MQA" if self.groups == self.sites else "GQA"
+
+
+def layout_of(model: Any, name: str, task: str) -> Layout:
+    """``model``'s layout from its attention sites (every family heads supports) and its parameter count."""
+    from heads.surgery import sites
+
+    found = list(sites(model))
+    return Layout(name, task, sum(p.numel() for p in model.parameters()), len(found),
+                  sum(s.num_heads for s in found), sum(s.num_kv_heads for s in found))
+
+
+def load_layout(source: str, task: str, preset: str = "pretrained", data_root: str | None = None) -> Layout:
+    """The layout of ``source`` (a shipped name or a model folder) as ``task`` loads it at ``preset``."""
+    from heads.resolve import resolve
+    from heads.tasks import get_task
+
+    overrides = [f"model.source={source}"] + ([f"data.root={data_root}"] if data_root else [])
+    cfg = resolve(task, preset, None, overrides)
+    t = get_task(task)
+    return layout_of(t.build_model(cfg, t.tokenizer(cfg)), source, task)
+
+
+def masking_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of one rendered masking table; a missing file is refused in one line."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no masking table (render the replication first: heads report)")
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _cell(row: Mapping[str, str] | None) -> tuple[float | None, float | None, float | None]:
+    if row is None:
+        return None, None, None
+    return tuple(float(row[k]) if row.get(k) not in (None, "") else None  # type: ignore[return-value]
+                 for k in ("relative", "relative_ci_low", "relative_ci_high"))
+
+
+def cross_model_table(models: Sequence[tuple[Layout, list[dict[str, str]]]],
+                      ratios: Sequence[float] = RATIOS) -> Table:
+    """One row per model, unit and order: the layout, then the relative loss change at each of ``ratios``."""
+    columns = ["model", "task", "attention", "params", "sites", "heads", "groups", "job", "unit", "order", "replicates"]
+    for r in ratios:
+        pct = f"{round(r * 100)}"
+        columns += [f"cost_{pct}", f"cost_{pct}_ci_low", f"cost_{pct}_ci_high"]
+    table = Table("models", columns, caption=(
+        "Each model's attention (`MHA`: one key/value group per query head; `GQA`: groups of several; `MQA`: one "
+        "group a site), sites, query heads and key/value groups in all, and the relative change of its loss with a "
+        "share of its query heads closed by gates (`cost_30`, `cost_50`: 30 % and 50 %), one query head at a time "
+        "(`head`, Michel's unit) or as whole key/value groups (`group`), in the order of importance or of the "
+        "oracle (greedy by measured cost; its job ranks by importance too, on its own few examples); mean over "
+        "the replicates of the procedure with a Student-t 95 % interval, from each replication's masking table. "
+        "Losses are the model's own task's (per token: next token, or target token given the source), so the "
+        "costs compare as shares of each model's loss, not across units of text."))
+    for layout, rows in models:
+        keys = sorted({(r["job"], r["unit"], r["order"]) for r in rows if r["unit"] != "none"})
+        for job, unit, order in keys:
+            mine = [r for r in rows if (r["job"], r["unit"], r["order"]) == (job, unit, order)]
+            by_ratio = {round(float(r["ratio"]), 4): r for r in mine}
+            cells: list[Any] = []
+            for ratio in ratios:
+                cells += list(_cell(by_ratio.get(round(ratio, 4))))
+            table.rows.append([layout.model, layout.task, layout.attention, layout.params, layout.sites,
+                               layout.heads, layout.groups, job, unit, order,
+                               max(int(r["n_replicates"]) for r in mine), *cells])
+    return table
+
+
+def cross_model_figure(table: Table, path: Path) -> Path:
+    """The cost at each share, one bar per model, unit and order, with its interval."""
+    from heads.report.figures import PALETTE, _plt, _save
+
+    plt = _plt()
+    records = [dict(zip(table.columns, row, strict=True)) for row in table.rows]
+    shares = [c for c in table.columns if c.startswith("cost_") and c.count("_") == 1]
+    fig, axes = plt.subplots(1, max(1, len(shares)), figsize=(5.0 * max(1, len(shares)), 3.8), squeeze=False)
+    fig.suptitle("Loss with heads masked, across models")
+    labels = [f"{r['model']}\n{r['unit']} {r['order']}\n({r['job']} job)" for r in records]
+    for ax, share in zip(axes[0], shares, strict=False):
+        values = [r[share] if r[share] is not None else float("nan") for r in records]
+        lows = [max(0.0, v - (r[f"{share}_ci_low"] if r[f"{share}_ci_low"] is not None else v))
+                for v, r in zip(values, records, strict=True)]
+        highs = [max(0.0, (r[f"{share}_ci_high"] if r[f"{share}_ci_high"] is not None else v) - v)
+                 for v, r in zip(values, records, strict=True)]
+        colors = [PALETTE[sorted({r["model"] for r in records}).index(r["model"]) % len(PALETTE)] for r in records]
+        ax.bar(range(len(records)), values, yerr=[lows, highs], color=colors, capsize=3)
+        ax.set_xticks(range(len(records)), labels, rotation=60, ha="right", fontsize=6)
+        ax.set_ylabel("relative loss change")
+        ax.set_title(f"{share.split('_')[1]} % of the query heads closed")
+        ax.axhline(0.01, color=PALETTE[7], linestyle="--", linewidth=1, label="harmless budget (1 %)")
+        ax.legend(fontsize=6)
+    if not records:
+        axes[0][0].text(0.5, 0.5, "no masking tables", ha="center", va="center", transform=axes[0][0].transAxes)
+    fig.tight_layout()
+    return _save(fig, path)
