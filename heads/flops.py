@@ -190,6 +190,21 @@ def _bert(t: _Tally, c, head: bool) -> None:
         t.linear(d, c.num_labels, True, per_token=1 / t.seq_len)
 
 
+def _mpnet(t: _Tally, c, head: bool) -> None:
+    """MPNet as heads' sentence-embedding model (no pooler, no output head: mean pooling is no matmul): BERT's
+    layers, no token types, and one relative-position bias table shared by every layer (buckets x heads, kept
+    whole however the heads are pruned)."""
+    d, ff = c.hidden_size, c.intermediate_size
+    t.weights((c.vocab_size + c.max_position_embeddings) * d + 2 * d)
+    t.weights(c.relative_attention_num_buckets * c.num_attention_heads)
+    for layer in range(c.num_hidden_layers):
+        t.attention(d, "encoder", layer, "self", True)
+        t.weights(2 * d)  # LayerNorm after attention
+        t.linear(d, ff, True)
+        t.linear(ff, d, True)
+        t.weights(2 * d)
+
+
 def _encoder_layers(t: _Tally, c) -> None:
     """An encoder-decoder's encoder layers (Marian, BART, Bergamot): self-attention, a feed-forward block and two
     LayerNorms each."""
@@ -302,6 +317,7 @@ _ARCHITECTURES: dict[str, tuple[str, Callable[[_Tally, object, bool], None], boo
     "BartModel": ("bart", _bart, False),
     "GPT2LMHeadModel": ("gpt2", _gpt2, True),
     "GPT2Model": ("gpt2", _gpt2, False),
+    "MPNetForRetrieval": ("mpnet", _mpnet, False),
     "Gemma3ForCausalLM": ("gemma3_text", _gemma3, True),
     "Gemma3TextModel": ("gemma3_text", _gemma3, False),
 }

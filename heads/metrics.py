@@ -9,6 +9,7 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     "bleu": True,
     "chrf": True,
     "accuracy": True,
+    "mrr": True,
     "perplexity": False,
     "bits_per_token": False,
     "loss": False,
@@ -16,7 +17,7 @@ HIGHER_IS_BETTER: dict[str, bool] = {
 # The headline metric of each built-in task (a task's ``metric``; the report's fallback for a tree without
 # summaries).
 TASK_METRIC: dict[str, str] = {"lm": "perplexity", "mt": "bleu", "cls": "accuracy", "cls_hard": "accuracy",
-                               "coherence": "accuracy"}
+                               "coherence": "accuracy", "retrieval": "accuracy"}
 
 
 # The values a metric can take: a Student-t interval of a mean near a bound can reach past it (an accuracy CI up
@@ -25,6 +26,7 @@ RANGE: dict[str, tuple[float, float]] = {
     "bleu": (0.0, 100.0),
     "chrf": (0.0, 100.0),
     "accuracy": (0.0, 1.0),
+    "mrr": (0.0, 1.0),
     "share": (0.0, 1.0),
     "perplexity": (1.0, float("inf")),
     "bits_per_token": (0.0, float("inf")),

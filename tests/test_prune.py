@@ -4,7 +4,7 @@ import copy
 
 import pytest
 import torch
-from conftest import TINY, batch_for, build, build_with_biases, heads_to_remove, logits
+from conftest import GENERATIVE_KINDS, TINY, batch_for, build, build_with_biases, heads_to_remove, logits
 
 from heads.surgery import (
     GroupedQueryError,
@@ -64,7 +64,7 @@ def test_masked_equals_pruned_everywhere_including_empty_sites(every_family):
     small(**inputs).loss.backward()
 
 
-GENERATIVE = [name for name, (_, kind) in sorted(TINY.items()) if kind != "classifier"]
+GENERATIVE = [name for name, (_, kind) in sorted(TINY.items()) if kind in GENERATIVE_KINDS]
 
 
 @pytest.mark.parametrize("family", GENERATIVE)

@@ -1,6 +1,7 @@
 """Task metrics against independent computations: BLEU and chrF on fixed strings against sacrebleu itself, and
 scored against whole references."""
 
+import copy
 import json
 
 import numpy as np
@@ -120,3 +121,30 @@ def test_example_columns_give_the_headline_metrics_back(data_root, tmp_path, tas
     assert not values.supports("no_such_metric")
     idx = np.random.default_rng(0).integers(0, values.units, values.units)
     assert all(np.isfinite(values.metric(name, idx)) for name in metrics)
+
+
+def test_an_lm_window_starts_as_the_tokenizer_starts_a_text(data_root):
+    """Gemma's tokenizer puts <bos> before a text and the model saw it first in every training sequence: each
+    window then starts with it (seq_len tokens in all) and the windows' texts stay aligned; a tokenizer that adds
+    nothing (SmolLM2's, our BPE) leaves the windows as they were."""
+    from tokenizers import processors
+
+    from heads.tasks.lm import text_prefix
+    from tests.conftest import smoke
+
+    task = get_task("lm")
+    cfg = smoke("lm", data_root)
+    plain = task.tokenizer(cfg)
+    assert text_prefix(plain) == []
+    before, owners = task.encode(cfg, plain, "test"), task.clusters(cfg, plain, "test")
+    bos = plain.convert_tokens_to_ids(plain.bos_token)
+    starting = copy.deepcopy(plain)
+    starting.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{plain.bos_token} $A", special_tokens=[(plain.bos_token, bos)])
+    assert text_prefix(starting) == [bos]
+    windows = task.encode(cfg, starting, "test")
+    n = cfg.data.seq_len
+    assert all(len(w) == n and w[0] == bos for w in windows) and len(windows) >= len(before)
+    stream = task._stream(cfg, plain, "test")[0]
+    assert [t for w in windows for t in w[1:]] == stream[: len(windows) * (n - 1)]
+    assert len(task.clusters(cfg, starting, "test")) == len(windows) and len(owners) == len(before)

@@ -32,6 +32,9 @@ Tasks (columns):
   follows it (1) or with a verse of the same chapter at least 3 verses away (0). Both sides come from one
   translation and one chapter, so word overlap says little (a logistic regression on overlap features reaches
   58 % on the test books, measured): the harder pair task of issue 13.
+- ``retrieval``: verse retrieval across English translations (``text_a``, ``text_b``): each King James verse with
+  the same verse in the Bible in Basic English, in canonical order (the task groups neighbouring verses; the
+  split's other verses are the candidates at evaluation).
 """
 
 from __future__ import annotations
@@ -62,12 +65,12 @@ WIKI_CORPORA = ("lm_wiki", "lm_wiki_fr", "lm_wiki_es")
 # the Bible and the English extracts in one corpus (a preset's data.dataset for the lm task)
 UNION_CORPORA = ("lm_bible_wiki",)
 TASKS = ("lm", "mt", "cls", "cls_hard", "coherence", "lm_kjv", "lm_bbe", *GENRE_CORPORA, *WIKI_CORPORA,
-         *UNION_CORPORA, "mt_en_pt", "mt_pt_en")
+         *UNION_CORPORA, "mt_en_pt", "mt_pt_en", "retrieval")
 COLUMNS = {"lm": ("text",), "lm_kjv": ("text",), "lm_bbe": ("text",), "mt": ("src", "tgt"),
            "mt_en_pt": ("src", "tgt"), "mt_pt_en": ("src", "tgt"),
            **{name: ("text",) for name in (*GENRE_CORPORA, *WIKI_CORPORA, *UNION_CORPORA)},
            "cls": ("text_a", "text_b", "label"), "cls_hard": ("text_a", "text_b", "label"),
-           "coherence": ("text_a", "text_b", "label")}
+           "coherence": ("text_a", "text_b", "label"), "retrieval": ("text_a", "text_b")}
 CLS_LABELS = ("different", "same")  # 0 = neighbouring verse, 1 = the same verse in another translation
 COHERENCE_LABELS = ("apart", "next")  # 0 = a verse of the same chapter >= FAR verses away, 1 = the next verse
 FAR = 3
@@ -404,13 +407,27 @@ def coherence(limit: int | None = None, seed: int = SEED) -> DatasetDict:
     return DatasetDict(out)
 
 
+def retrieval(limit: int | None = None) -> DatasetDict:
+    """KJV -> BBE verse pairs in canonical order, split by book; with ``limit``, ``limit`` pairs spread evenly
+    over each split."""
+    kjv, bbe = verses(KJV), verses(BBE)
+    features = Features({"text_a": Value("string"), "text_b": Value("string")})
+    out = {}
+    for split, keys in _by_split(k for k in kjv if k in bbe).items():
+        kept = _spread(keys, limit)
+        out[split] = Dataset.from_dict({"text_a": [kjv[k] for k in kept], "text_b": [bbe[k] for k in kept]},
+                                       features=features)
+    return DatasetDict(out)
+
+
 BUILDERS: dict[str, Callable[..., DatasetDict]] = {"lm": lm, "mt": mt, "cls": cls, "cls_hard": cls_hard,
                                                    "coherence": coherence, "lm_kjv": lm_kjv, "lm_bbe": lm_bbe,
                                                    "lm_wisdom": lm_wisdom, "lm_prophets": lm_prophets,
                                                    "lm_letters": lm_letters, "lm_wiki": wiki.lm_wiki,
                                                    "lm_wiki_fr": wiki.lm_wiki_fr, "lm_wiki_es": wiki.lm_wiki_es,
                                                    "lm_bible_wiki": lm_bible_wiki,
-                                                   "mt_en_pt": mt_en_pt, "mt_pt_en": mt_pt_en}
+                                                   "mt_en_pt": mt_en_pt, "mt_pt_en": mt_pt_en,
+                                                   "retrieval": retrieval}
 
 
 def build(task: str, limit: int | None = None) -> DatasetDict:

@@ -186,6 +186,8 @@ def _calibrated(tree: RunTree, pre: Precondition, per_seed: dict[int, float], pr
     same projection said of the direct test's run (``calibrate.projected``), and the words saying so; as it is
     where the direct test did not run on every seed."""
     direct = pre.direct
+    if pre.calibrate.get("pooled") and direct is not None:
+        return _pooled(tree, pre, per_seed, problems)
     if direct is None or not direct_on_every_seed(tree, direct):
         return per_seed, f" (uncalibrated: {direct.name if direct else 'the direct test'} did not run on every seed)"
     measured, more = precondition_values(tree, direct.a, direct.b)
@@ -202,6 +204,26 @@ def _calibrated(tree: RunTree, pre: Precondition, per_seed: dict[int, float], pr
     scale = [measured[s] / projected[s] for s in out]
     return out, (f" (calibrated by {direct.name}: each seed's projection times its baseline's direct fall over "
                  f"its baseline's projected fall, {min(scale):.3g} to {max(scale):.3g})" if scale else "")
+
+
+def _pooled(tree: RunTree, pre: Precondition, per_seed: dict[int, float], problems: list[str]
+            ) -> tuple[dict[int, float], str]:
+    """``per_seed`` (a projection) times one scale for every seed: the mean, over the seeds the direct test ran
+    on, of its measured fall over the same projection of its run (``calibrate: {pooled: true}``, where the longer
+    run trains on fewer seeds than the claim reads: the other seeds are taken to err as those did)."""
+    direct = pre.direct
+    measured, more = precondition_values(tree, direct.a, direct.b)
+    projected, most = precondition_values(tree, pre.calibrate["projected"])
+    problems += more + most
+    scales = [measured[s] / projected[s] for s in sorted(measured) if s in projected and projected[s] > 0]
+    if not scales:
+        problems.append(f"no seed with both {direct.name} and a positive projection of its run to calibrate by")
+        return {}, ""
+    scale = sum(scales) / len(scales)
+    seeds = ", ".join(str(s) for s in sorted(measured) if s in projected and projected[s] > 0)
+    return {s: v * scale for s, v in per_seed.items()}, (
+        f" (calibrated by {direct.name} on seed{'s' if len(scales) > 1 else ''} {seeds}: every seed's projection "
+        f"times {scale:.3g}, that run's direct fall over its projected fall)")
 
 
 def check_preconditions(claim: Claim, tree: RunTree) -> tuple[str, str | None]:

@@ -208,12 +208,14 @@ def parse_precondition(name: str, raw: Any, where: str) -> Precondition:
                              f"{superseded!r}")
     calibrate = raw.get("calibrate")
     if calibrate is not None:
-        if not isinstance(calibrate, Mapping) or set(calibrate) != {"direct", "projected"} or not isinstance(
-                calibrate["direct"], str):
+        if (not isinstance(calibrate, Mapping) or not {"direct", "projected"} <= set(calibrate)
+                <= {"direct", "projected", "pooled"} or not isinstance(calibrate["direct"], str)
+                or not isinstance(calibrate.get("pooled", False), bool)):
             raise ClaimSpecError(f"{where}: precondition {name!r}: calibrate must be {{direct: <a precondition's "
-                                 f"name>, projected: <selector>}}, got {calibrate!r}")
+                                 f"name>, projected: <selector>, pooled: <true|false, optional>}}, got {calibrate!r}")
         calibrate = {"direct": calibrate["direct"],
-                     "projected": _selector(calibrate["projected"], {}, f"{where}: precondition {name}.calibrate")}
+                     "projected": _selector(calibrate["projected"], {}, f"{where}: precondition {name}.calibrate"),
+                     "pooled": calibrate.get("pooled", False)}
     return Precondition(name, str(raw.get("what", name)), sel, low, high, str(raw.get("why", "")).strip(), b,
                         guards, superseded, calibrate)
 

@@ -92,6 +92,8 @@ def query_mask(batch: Batch, site_stack: str, length: int, batch_size: int, devi
             mask = labels != -100
     else:
         mask = batch.get("attention_mask")
+        if torch.is_tensor(mask) and mask.dim() == 3:  # grouped sentences (retrieval): the model flattens them
+            mask = mask.flatten(0, 1)
     if torch.is_tensor(mask) and tuple(mask.shape) == shape:
         return mask.to(device).bool()
     return torch.ones(shape, dtype=torch.bool, device=device)

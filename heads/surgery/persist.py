@@ -127,7 +127,8 @@ def read_state(path: str | Path) -> dict[str, torch.Tensor]:
 
 
 # Where a model type registered outside transformers (heads.bergamot) has its classes
-AUTO_CLASSES = ("AutoModelForSeq2SeqLM", "AutoModelForCausalLM", "AutoModelForSequenceClassification", "AutoModel")
+AUTO_CLASSES = ("AutoModelForSeq2SeqLM", "AutoModelForCausalLM", "AutoModelForSequenceClassification", "AutoModel",
+                "AutoModelForTextEncoding")  # the last: heads.embedding's sentence-embedding models
 
 
 def _registered(config, name: str) -> type | None:

@@ -193,6 +193,7 @@ def _prune_site(model, family, site: Site, kept: list[int], drop: set[int], opti
         _cut(cut, _slice_index(cut, kept_units, site.head_dim, cut.module.weight.device), optimizer)
     module = model.get_submodule(site.name)
     family.resize(module, len(positions))
+    family.kept(module, [kept[p] for p in positions])
     gate = getattr(module, GATE_ATTR, None)
     if gate is not None:
         kept_gate = gate.detach()[..., positions]

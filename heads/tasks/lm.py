@@ -9,6 +9,7 @@ import torch
 from heads import models
 from heads.config import RunConfig
 from heads.examples import KEY
+from heads.io import InputError
 from heads.metrics import TASK_METRIC, perplexity
 from heads.placement import on_model
 from heads.tasks.base import Task, mean_loss, shard_of
@@ -62,17 +63,19 @@ class LanguageModelling(Task):
         return stream, owner
 
     def encode(self, cfg: RunConfig, tokenizer, split: str) -> list[list[int]]:
-        """Verses joined by <eos> into one stream, cut into non-overlapping windows of seq_len."""
+        """Verses joined by <eos> into one stream, cut into non-overlapping windows of seq_len, each started as
+        the tokenizer starts a text (:func:`text_prefix`: Gemma's <bos>; nothing for SmolLM2 or our BPE)."""
         stream, _ = self._stream(cfg, tokenizer, split)
-        n = cfg.data.seq_len
-        return [stream[i : i + n] for i in range(0, len(stream) - n + 1, n)]
+        prefix = text_prefix(tokenizer)
+        w = cfg.data.seq_len - len(prefix)
+        return [prefix + stream[i : i + w] for i in _starts(len(stream), w)]
 
     def clusters(self, cfg: RunConfig, tokenizer, split: str) -> list[int]:
         """The text (article, verse) each window of :meth:`examples` starts in: windows cut from one text are
         not independent samples, so a bootstrap resamples texts (``heads mask``'s cluster bootstrap)."""
         _, owner = self._stream(cfg, tokenizer, split)
-        n = cfg.data.seq_len
-        return shard_of(cfg, [owner[i] for i in range(0, len(owner) - n + 1, n)], split)
+        w = cfg.data.seq_len - len(text_prefix(tokenizer))
+        return shard_of(cfg, [owner[i] for i in _starts(len(owner), w)], split)
 
     def collate(self, examples: list[list[int]]) -> dict[str, torch.Tensor]:
         ids = torch.tensor(examples, dtype=torch.long)
@@ -116,3 +119,20 @@ class LanguageModelling(Task):
             "split": split,
             KEY: {"loss_sum": sums, "tokens": counts},
         }
+
+
+def text_prefix(tokenizer) -> list[int]:
+    """The special tokens the tokenizer puts before a text (``add_special_tokens``): Gemma's <bos>, which the
+    model saw first in every training sequence (its perplexity on windows without it is several times higher);
+    none for SmolLM2's tokenizer or a BPE trained here, whose windows are therefore unchanged."""
+    plain = tokenizer("a", add_special_tokens=False)["input_ids"]
+    full = tokenizer("a")["input_ids"]
+    k = next((i for i in range(len(full) - len(plain) + 1) if full[i : i + len(plain)] == plain), 0)
+    return list(full[:k])
+
+
+def _starts(tokens: int, width: int) -> range:
+    """Where each non-overlapping window of ``width`` stream tokens starts."""
+    if width < 1:
+        raise InputError(f"data.seq_len leaves no room for text after the tokenizer's prefix (width {width})")
+    return range(0, tokens - width + 1, width)

@@ -12,13 +12,15 @@ from heads.surgery.families.gemma3 import Gemma3Family
 from heads.surgery.families.gpt2 import GPT2Family
 from heads.surgery.families.llama import LlamaFamily
 from heads.surgery.families.marian import MarianFamily
+from heads.surgery.families.mpnet import MPNetFamily
 from heads.surgery.families.views import LinearView
 
 GUIDE = "docs/ADDING_A_FAMILY.md"
 
 # Model type -> family adapter (several model types share one family).
 FAMILIES: Registry[Family] = Registry("model_type")
-for _family in (LlamaFamily(), BertFamily(), MarianFamily(), BergamotFamily(), GPT2Family(), Gemma3Family()):
+for _family in (LlamaFamily(), BertFamily(), MarianFamily(), BergamotFamily(), GPT2Family(), MPNetFamily(),
+                Gemma3Family()):
     for _model_type in _family.model_types:
         FAMILIES.add(_model_type, _family)
 

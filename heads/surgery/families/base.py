@@ -71,6 +71,10 @@ class Family:
     def resize(self, module: nn.Module, num_heads: int) -> None:
         """Keep the module's own head-count attributes true after pruning."""
 
+    def kept(self, module: nn.Module, heads: list[int]) -> None:
+        """After pruning: the original indices of the heads the module still holds (MPNet slices a bias shared
+        by all layers with them); nothing by default."""
+
     def site_kind(self, config, pattern: SitePattern) -> SiteKind:
         return pattern.kind
 
