@@ -83,3 +83,17 @@ def for_model(dag: Mapping[str, Any], source: str, root: str | Path = "replicati
         raise SheetError(f"model {source!r}: its folder name {slug!r} is one the preset's outputs use; rename the "
                          "folder or set out=")
     return reduced, slug
+
+
+def check_task(cfg) -> None:
+    """The model ``cfg`` names can do the battery's task (a causal LM of a family heads supports): refused when
+    the workflow is planned, in one line, not when its first job loads it (an encoder such as ``mpnet``)."""
+    from heads.plan import model_config
+    from heads.tasks import get_task
+    from heads.tasks.base import ModelMismatch
+    from heads.tasks.text import check_family
+
+    try:
+        check_family(model_config(cfg), get_task(TASK), cfg.model.source)
+    except ModelMismatch as exc:
+        raise SheetError(f"model {cfg.model.source!r}: the battery reads a causal LM; {exc}") from None

@@ -109,3 +109,17 @@ def test_a_job_asks_for_the_memory_its_model_trains_in(tmp_path):
     mb = job_memory_mb(cfg)
     assert mb > 16 * params / 2**20 + 1024
     assert job_memory_mb(resolve("lm", "pretrained", None, [f"model.source={folder}", "data.batch_size=64"])) > mb
+
+
+def test_a_model_that_is_no_causal_lm_is_refused_before_any_job(tmp_path):
+    """An encoder (BERT here; the shipped MPNet alike) cannot be read as an LM: refused when the plan is made."""
+    from conftest import build as build_model
+
+    from heads.battery import check_task
+    from heads.resolve import resolve
+
+    encoder = tmp_path / "encoder"
+    build_model("bert").save_pretrained(encoder)
+    with pytest.raises(SheetError, match="the battery reads a causal LM.*cannot do task 'lm'"):
+        check_task(resolve("lm", "pretrained", None, [f"model.source={encoder}"]))
+    check_task(resolve("lm", "pretrained", None, [f"model.source={llama_folder(tmp_path / 'lm')}"]))

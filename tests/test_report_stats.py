@@ -254,7 +254,7 @@ def test_shipped_claims_load_and_cover_the_claims_list():
                    "D1", "D2", "D3", "D4", "D5", "D6", "D7", "D8"):
         assert needed in families, needed
     assert {c.replication for c in claims} == {"michel2019", "voita2019", "overprovisioning", "training_time",
-                                              "pretrained", "decoding"}
+                                              "pretrained", "decoding", "scaling"}
     for c in claims:
         assert c.text and (c.not_tested or (c.task and c.a))
     # D7 as a whole (C2-pt-rare is judged now: a causal head's rare token is the rarest of its prefix)

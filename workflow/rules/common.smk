@@ -209,8 +209,17 @@ if MODEL:  # the preset's allowance is sized for its own model: a larger one ask
     from heads.resolve import resolve
     from heads.sheet import task_overrides
 
+    from heads.battery import check_task
+
+    _cfg = resolve("lm", PRESET, None, task_overrides(TASK_CONFIG["lm"]))
     try:
-        JOB["mem_mb"] = max(JOB["mem_mb"], job_memory_mb(resolve("lm", PRESET, None, task_overrides(TASK_CONFIG["lm"]))))
+        check_task(_cfg)  # a model that is no causal LM of a supported family stops the plan here
+    except SheetError as e:
+        raise ValueError(f"config {e}") from None
+    except (OSError, ValueError) as e:  # e.g. a hub id offline: its first job says what is wrong
+        print(f"heads: model {MODEL!r}: not checked ({e})", file=sys.stderr)
+    try:
+        JOB["mem_mb"] = max(JOB["mem_mb"], job_memory_mb(_cfg))
     except (ConfigError, PlanError, OSError, ValueError) as e:  # e.g. a hub id offline: the allowance stands
         print(f"heads: model {MODEL!r}: not sized ({e}); jobs ask for job_resources.{PRESET}.mem_mb", file=sys.stderr)
 GPU_SLOT = os.path.relpath(os.path.join(workflow.basedir, "workflow", "scripts", "gpu_slot.py"))
