@@ -75,10 +75,17 @@ def test_a_member_outside_the_folder_is_never_written(tmp_path):
 def test_a_missing_piece_is_named_with_the_install_line(monkeypatch):
     real = importlib.metadata.distribution
 
-    def without_part_3(name):
+    parts = {p.package for p in shipped.MPNET_PIECES}
+
+    def without_part_3(name):  # parts 1, 2, 4 and 5 found (stand-ins where absent, as in CI), part 3 not
         if name == shipped.MPNET_PIECES[2].package:
             raise importlib.metadata.PackageNotFoundError(name)
-        return real(name)
+        try:
+            return real(name)
+        except importlib.metadata.PackageNotFoundError:
+            if name in parts:
+                return object()
+            raise
 
     monkeypatch.setattr(importlib.metadata, "distribution", without_part_3)
     with pytest.raises(shipped.ShippedError) as err:
