@@ -154,9 +154,9 @@ def check_installed(name: str) -> Path:
     s = SHIPPED.get(name)
     if s is None:
         raise ShippedError(f"no shipped checkpoint {name!r}; shipped: {sorted(SHIPPED)}")
-    check_pieces(s)  # each piece's package named where one is missing
     if s.pieces and s.pieces[0].distribution:  # no importable package folder: where its first piece lies
-        return piece_files(s)[0].parent
+        return piece_files(s)[0].parent  # (every piece's package checked first, a missing one named)
+    check_pieces(s)  # each piece's package named where one is missing
     where = package_dir(s.package, s.install)
     for needed in GGUF_NEEDS if s.gguf is not None else ():
         if importlib.util.find_spec(needed) is None:
