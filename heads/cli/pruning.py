@@ -105,38 +105,6 @@ def parse_remove(items: Sequence[str]) -> dict[str, list[int]]:
     return out
 
 
-def check_prune_out(out: Path, source: Path, overwrite: bool) -> None:
-    """``--out`` never replaces the source, a folder holding it, the working directory, or (without
-    ``--overwrite``) a folder prune did not write: a run folder's model, or one holding other files."""
-    from heads.io import (
-        PRUNE_ENTRIES,
-        PRUNE_MARK,
-        OutputConflict,
-        check_not_a_record,
-        check_output_folder,
-        contains,
-        is_run_folder,
-    )
-
-    for keep, what in ((source, "the source it reads"), (Path.cwd(), "the working directory")):
-        if contains(out, keep):
-            raise OutputConflict(f"prune: --out {out} is or holds {what} ({keep}); write the pruned model elsewhere")
-    check_not_a_record(out, "prune")  # a run's checkpoint/, model/ or records: never, --overwrite or not
-    if is_run_folder(out) and not (out / PRUNE_MARK).is_file():
-        raise OutputConflict(f"prune: --out {out} is a run folder; write the pruned model elsewhere")
-    if overwrite:
-        return
-    hint = "choose a new --out, or pass --overwrite to replace it"
-    parent = out.resolve().parent
-    if is_run_folder(parent):
-        raise OutputConflict(f"prune: --out {out} lies inside the run folder {parent}; {hint}")
-    check_output_folder(out, PRUNE_ENTRIES, "prune", hint)
-    # prune replaces only what it wrote itself (its pruning.json says so): a model folder of the user's own,
-    # however model-like, is kept
-    if out.is_dir() and any(out.iterdir()) and not (out / PRUNE_MARK).is_file():
-        raise OutputConflict(f"prune: --out {out} holds files prune did not write (no {PRUNE_MARK}); {hint}")
-
-
 @writes_outputs
 def cmd_prune(args: argparse.Namespace) -> int:
     import shutil
@@ -145,7 +113,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     from heads.cli.surgery import markdown, site_table
     from heads.io import replace_dir, temp_dir_beside, write_json
     from heads.surgery import apply_layout, load, prune_heads, sites, uniform_layout
-    from heads.surgery.persist import write_model
+    from heads.surgery.persist import check_pruned_out, write_model
 
     if args.stratify and not args.domains:
         raise fail("prune: --stratify needs --domains (the domains to stratify by)")
@@ -159,9 +127,9 @@ def cmd_prune(args: argparse.Namespace) -> int:
     if args.seq_len < 1:
         raise fail(f"prune: --seq-len must be >= 1, got {args.seq_len}")
     source = resolve_source(args.source, data_root(args))
-    check_prune_out(Path(args.out), source, args.overwrite)
+    check_pruned_out(Path(args.out), source, args.overwrite)
     out = claim_out(args.out, "prune", MODEL)  # a symlinked --out: the folder it leads to is replaced, not the link
-    check_prune_out(out, source, args.overwrite)  # again, where a link leads and under the lock
+    check_pruned_out(out, source, args.overwrite)  # again, where a link leads and under the lock
     loaded = None
     if args.strategy is not None:
         from heads.config import ConfigError

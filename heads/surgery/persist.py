@@ -21,7 +21,18 @@ import transformers
 from safetensors import safe_open
 from torch import nn
 
-from heads.io import InputError, replace_dir, temp_dir_beside
+from heads.io import (
+    PRUNE_ENTRIES,
+    PRUNE_MARK,
+    InputError,
+    OutputConflict,
+    check_not_a_record,
+    check_output_folder,
+    contains,
+    is_run_folder,
+    replace_dir,
+    temp_dir_beside,
+)
 from heads.surgery.gates import install
 from heads.surgery.prune import apply_layout
 from heads.surgery.sites import LAYOUT_KEY, record_layout
@@ -71,6 +82,29 @@ def save(model: nn.Module, path: str | Path) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return path
+
+
+def check_pruned_out(out: Path, source: Path, overwrite: bool) -> None:
+    """Where ``heads prune`` may write a pruned model (an ``OutputConflict`` otherwise): never the source, a folder
+    holding it, the working directory, or (without ``overwrite``) a folder prune did not write: a run folder's
+    model, or one holding other files."""
+    for keep, what in ((source, "the source it reads"), (Path.cwd(), "the working directory")):
+        if contains(out, keep):
+            raise OutputConflict(f"prune: --out {out} is or holds {what} ({keep}); write the pruned model elsewhere")
+    check_not_a_record(out, "prune")  # a run's checkpoint/, model/ or records: never, --overwrite or not
+    if is_run_folder(out) and not (out / PRUNE_MARK).is_file():
+        raise OutputConflict(f"prune: --out {out} is a run folder; write the pruned model elsewhere")
+    if overwrite:
+        return
+    hint = "choose a new --out, or pass --overwrite to replace it"
+    parent = out.resolve().parent
+    if is_run_folder(parent):
+        raise OutputConflict(f"prune: --out {out} lies inside the run folder {parent}; {hint}")
+    check_output_folder(out, PRUNE_ENTRIES, "prune", hint)
+    # prune replaces only what it wrote itself (its pruning.json says so): a model folder of the user's own,
+    # however model-like, is kept
+    if out.is_dir() and any(out.iterdir()) and not (out / PRUNE_MARK).is_file():
+        raise OutputConflict(f"prune: --out {out} holds files prune did not write (no {PRUNE_MARK}); {hint}")
 
 
 def os_error_of(exc: BaseException, path: str | Path | None = None) -> OSError | None:
