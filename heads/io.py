@@ -136,6 +136,11 @@ class BadFileError(InputError):
     """A file that cannot be read as what it should be (truncated, edited, torn); the message names it."""
 
 
+def no_file(path: str | Path) -> str:
+    """Why ``path`` is not a file to read, in words: a folder named where a file belongs is not missing."""
+    return "a folder, not a file" if Path(path).is_dir() else "no such file"
+
+
 def read_json(path: str | Path, what: str = "JSON") -> Any:
     """The JSON in ``path``; a truncated or edited file is a ``BadFileError`` naming the file and line."""
     path = Path(path)

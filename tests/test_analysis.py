@@ -230,7 +230,7 @@ def test_redundancy_on_domains_is_stratified_with_each_domains_own_ratio_and_the
     """D7's redundancy view: a head is redundant (stratified) only if it is in every genre; each genre's own ratio
     and the genres pooled are kept beside it, recomputed here from the same batches the command drew."""
     from heads.analysis.redundancy import redundancy
-    from heads.cli.common import domain_batches, load_for_task
+    from heads.loading import domain_batches, model_for_task
     from heads.surgery import load
 
     out = tmp_path / "genres.json"
@@ -241,9 +241,8 @@ def test_redundancy_on_domains_is_stratified_with_each_domains_own_ratio_and_the
     assert result["domains"] == genres and result["batches"] == 4
     views = {(r["view"], r["pooling"]): r for r in result["rows"]}
     assert set(views) == {(v, p) for v in ("stratified", "pooled") for p in ("token", "mean")}
-    args = argparse.Namespace(source=str(saved["full"]), task="lm", preset="smoke", config=None,
-                              overrides=[saved["data"]])
-    domains = domain_batches(load_for_task(args, head=False), genres, "validation", 2, "test")
+    loaded = model_for_task(str(saved["full"]), "lm", "smoke", overrides=[saved["data"]], head=False)
+    domains = domain_batches(loaded, genres, "validation", 2, "test")
     model = load(saved["full"])
     for pooling in ("token", "mean"):
         strat = views[("stratified", pooling)]
@@ -415,11 +414,10 @@ def test_prune_by_similarity_on_genres_pooled_or_stratified(saved, cli, tmp_path
         assert num_heads(head_layout(load(out))) == 6
     # the choice follows the scores: stratified = the highest keep-score over genres, pooled = the genres' batches
     # together (recomputed here from the same batches the command drew)
-    from heads.cli.common import domain_batches, load_for_task
+    from heads.loading import domain_batches, model_for_task
 
-    args = argparse.Namespace(source=str(saved["full"]), task="lm", preset="smoke", config=None,
-                              overrides=[saved["data"]])
-    domains = domain_batches(load_for_task(args), ["lm_wisdom", "lm_letters"], "train", 8, "test")
+    loaded = model_for_task(str(saved["full"]), "lm", "smoke", overrides=[saved["data"]])
+    domains = domain_batches(loaded, ["lm_wisdom", "lm_letters"], "train", 8, "test")
     model = load(saved["full"])
     pooled = compute_scores("similarity", model, [b for d in domains.values() for b in d])
     strat = stratified_scores("similarity", model, domains)

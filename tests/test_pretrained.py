@@ -314,7 +314,7 @@ def test_every_task_reads_its_references_and_trivial_pairs_from_the_same_shard(m
 def test_a_shipped_name_always_means_the_shipped_checkpoint(monkeypatch, tmp_path):
     """A folder that happens to be called `minilm` in the working directory does not replace the shipped model,
     on the command line as in model.source."""
-    from heads.cli.common import resolve_source
+    from heads.loading import resolve_source
     from heads.shipped import path
     from heads.tasks.text import source_path
 

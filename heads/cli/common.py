@@ -1,4 +1,5 @@
-"""Shared pieces of the commands: where a model comes from and which run configuration applies."""
+"""Shared pieces of the commands: their arguments, and library refusals as one-line errors (the model for a
+task is :mod:`heads.loading`'s)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,11 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from heads.io import read_json
-from heads.shipped import DEFAULT_ROOT, describe
-
-SHIPPED = describe()
+from heads import loading
+from heads.loading import Loaded, LoadError
+from heads.shipped import DEFAULT_ROOT
 
 
 class UserError(SystemExit):
@@ -30,9 +28,14 @@ def fail(message: str) -> UserError:
     return UserError(f"heads: {message}")
 
 
-def no_file(path: Path) -> str:
-    """Why ``path`` is not a file to read, in words: a folder named where a file belongs is not missing."""
-    return "a folder, not a file" if Path(path).is_dir() else "no such file"
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """A library refusal (:class:`heads.loading.LoadError`) as the command's one-line ``UserError``, worded as
+    the library words it."""
+    try:
+        yield
+    except LoadError as exc:
+        raise fail(str(exc)) from None
 
 
 def one_line(message: str) -> str:
@@ -41,23 +44,9 @@ def one_line(message: str) -> str:
 
 
 def resolve_source(source: str, root: str = DEFAULT_ROOT) -> Path:
-    """A checkpoint folder, or the name of a checkpoint shipped inside a package (a GGUF converted on first use,
-    cached under the data ``root``)."""
-    if source in SHIPPED:  # a shipped name means the shipped checkpoint, as model.source does (./minilm/ or not)
-        from heads import shipped
-
-        try:
-            return shipped.path(source, root)
-        except shipped.ShippedError as exc:
-            raise fail(str(exc)) from None
-    from heads.surgery.persist import CheckpointError, UnfinishedRun, model_folder
-
-    try:
-        return model_folder(source)
-    except UnfinishedRun as exc:
-        raise fail(str(exc)) from None
-    except CheckpointError as exc:
-        raise fail(f"{exc}; nor one of the shipped models {sorted(SHIPPED)}") from None
+    """:func:`heads.loading.resolve_source`, a refusal as the command's one-line error."""
+    with user_errors():
+        return loading.resolve_source(source, root)
 
 
 def data_root(args: argparse.Namespace) -> str:
@@ -77,116 +66,19 @@ def add_run_options(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. train.lr=3e-4 data.root=resources/data")
 
 
-def _check_config_file(file: Path) -> None:
-    """A --config file that exists and holds a mapping: a missing file or bad YAML named with its line."""
-    from heads.yamlio import YamlError, read_yaml
-
-    if not file.is_file():
-        raise fail(f"--config {file}: {no_file(file)}")
-    try:
-        data = read_json(file, "JSON") if file.suffix == ".json" else read_yaml(file)
-    except YamlError as exc:  # names the file and line: invalid, a key given twice, an alias bomb
-        raise fail(f"--config {exc}") from None
-    if data is not None and not isinstance(data, dict):
-        raise fail(f"--config {file}: holds a {type(data).__name__}, not a mapping of config sections")
-
-
-DEFAULT_PRESET = "tiny"
-
-
-def _agrees_with_run(args: argparse.Namespace, run_dir: Path, data: dict) -> None:
-    """A run folder's own config.json wins: a --task, --preset or --config that says otherwise is refused rather
-    than silently replacing it (a --task or --preset the run already has is accepted: it changes nothing)."""
-    where = f"{run_dir} is a run with its own config.json"
-    hint = "drop it, or change a key of the run's config with KEY=VALUE"
-    if args.task and args.task != data.get("task"):
-        raise fail(f"--task {args.task}: {where} (task {data.get('task')!r}); {hint}")
-    if args.preset and args.preset != data.get("preset"):
-        raise fail(f"--preset {args.preset}: {where} (preset {data.get('preset')!r}); {hint}")
-    if getattr(args, "config", None) is not None:
-        raise fail(f"--config {args.config}: {where}; {hint}")
-
-
 def run_config(args: argparse.Namespace, run_dir: Path | None = None):
-    """The run configuration: a run folder's own config.json (plus overrides), else task + preset."""
-    from heads.config import ConfigError, merge, parse_overrides
-    from heads.resolve import check_run, resolve
-
-    try:
-        if run_dir is not None and (run_dir / "config.json").exists():
-            from heads.resolve import from_dict
-
-            data = read_json(run_dir / "config.json", "a run configuration")
-            if not isinstance(data, dict):
-                raise fail(f"{run_dir / 'config.json'}: not a run configuration (a {type(data).__name__})")
-            _agrees_with_run(args, run_dir, data)
-            try:
-                cfg = from_dict(data)
-            except ConfigError as exc:
-                raise fail(f"{run_dir / 'config.json'}: {exc}") from None
-            merge(cfg, parse_overrides(args.overrides or []))
-            check_run(cfg)
-            return cfg
-        if not args.task:
-            raise fail("--task is required unless the source is a run folder with config.json")
-        if args.config is not None:
-            _check_config_file(Path(args.config))
-        return resolve(args.task, args.preset or DEFAULT_PRESET, args.config, args.overrides)
-    except (ConfigError, KeyError) as exc:
-        raise fail(f"bad configuration: {exc.args[0] if isinstance(exc, KeyError) else exc}") from None
-
-
-@dataclass
-class Loaded:
-    model: Any
-    tokenizer: Any
-    cfg: Any
-    task: Any
-    placement: Any  # heads.placement.Placement: the device the model is on and the precision it runs at
+    """The run configuration of ``--task``, ``--preset``, ``--config`` and the overrides (a run folder's own
+    config.json wins): :func:`heads.loading.run_config`."""
+    with user_errors():
+        return loading.run_config(args.task, args.preset, getattr(args, "config", None), args.overrides, run_dir)
 
 
 def load_for_task(args: argparse.Namespace, head: bool = True) -> Loaded:
-    """Model, tokenizer and task configuration for commands that score or evaluate a trained model
-    (``head``: the model must have the task's output head; speed and roles measure bare encoders too)."""
-    from heads.config import ConfigError
-    from heads.env import fix_threads
-    from heads.placement import Placement
-    from heads.surgery import load
-    from heads.tasks import get_task
-    from heads.tasks.text import saved_tokenizer
-
-    if args.source in SHIPPED:  # the config names the data root it is cached in
-        cfg = run_config(args, None)
-        model_dir, run_dir = resolve_source(args.source, cfg.data.root), None
-    else:
-        model_dir = resolve_source(args.source)
-        run_dir = model_dir.parent if model_dir == Path(args.source) / "model" else None
-        cfg = run_config(args, run_dir)
-    try:  # the run's train.device and train.precision (auto: a GPU where there is one, so a GPU-trained run
-        # is analysed on a CPU machine too)
-        placement = Placement.of(cfg.train)
-    except ConfigError as exc:
-        raise fail(f"bad configuration: {exc}") from None
-    model = load(model_dir).to(placement.device)
-    fix_threads(getattr(args, "threads", None) or cfg.train.threads, cfg.train.deterministic, placement.device)
-    task = get_task(cfg.task)
-    task.check_model(model, str(model_dir), head=head)
-    if (model_dir / "tokenizer.json").exists() or (model_dir / "tokenizer_config.json").exists():
-        tokenizer = saved_tokenizer(model_dir)
-    else:
-        tokenizer = task.tokenizer(cfg)
-    if run_dir is not None and (run_dir / "checkpoint" / "state.json").is_file():
-        from heads.train.checkpoint import check_identity, model_shape, tokenizer_checksum
-
-        # The model folder must be the one this run trained, with its tokenizer (a swapped-in model or tokenizer
-        # would be scored as this run's).
-        check_identity(
-            run_dir / "checkpoint",
-            {"model": model_shape(model), "tokenizer": tokenizer_checksum(tokenizer)},
-            against=f"model in {model_dir}",
-            hint="that model or tokenizer is not the one this run trained",
-        )
-    return Loaded(model, tokenizer, cfg, task, placement)
+    """Model, tokenizer and task configuration of ``args.source`` for commands that score or evaluate a trained
+    model (``head``: the model must have the task's output head): :func:`heads.loading.model_for_task`."""
+    with user_errors():
+        return loading.model_for_task(args.source, args.task, args.preset, getattr(args, "config", None),
+                                      args.overrides, head=head, threads=getattr(args, "threads", None))
 
 
 def add_pair_arguments(p: argparse.ArgumentParser) -> None:
@@ -207,70 +99,29 @@ def load_pair(args: argparse.Namespace, command: str):
     """``(loaded, reference, examples)`` of a pruned model (``args.source``, its run's task and config), the
     unpruned ``args.reference`` on the same device, and ``args.split``'s examples: one model before and after
     pruning, or a clear error."""
-    from heads.surgery import load
-
     check_split(args.split)
     check_out_file(args.out)
     loaded = load_for_task(args)
-    reference = load(resolve_source(args.reference, loaded.cfg.data.root)).to(loaded.placement.device)
-    if type(reference) is not type(loaded.model):
-        raise fail(f"{command}: {args.reference} is a {type(reference).__name__}, {args.source} a "
-                   f"{type(loaded.model).__name__}: not one model before and after pruning")
-    examples = loaded.task.examples(loaded.cfg, loaded.tokenizer, args.split)
-    if not examples:
-        raise fail(f"{command}: the {args.split} split of {loaded.cfg.task} has no examples")
-    return loaded, reference, examples
+    with user_errors():
+        reference = loading.load_reference(loaded, args.reference, args.source, command)
+        return loaded, reference, loading.split_examples(loaded, args.split, command)
 
 
 def scoring_batches(loaded: Loaded, split: str, n: int) -> list[dict]:
-    """The first ``n`` batches of a split, in fixed order (the data every scorer sees)."""
-    from heads.tasks.batching import eval_batches
-
+    """:func:`heads.loading.scoring_batches` of a checked ``--split``."""
     check_split(split)
-    if n < 1:  # eval_batches reads a limit of 0 as "all": a typo must not score the whole split
-        raise fail(f"batches: must be >= 1, got {n}")
-    cfg = loaded.cfg
-    examples = loaded.task.examples(cfg, loaded.tokenizer, split)
-    batches = list(eval_batches(examples, cfg.data.batch_size, loaded.task.collate, n * cfg.data.batch_size))
-    if not batches:
-        raise fail(f"the {split} split of {cfg.task} has no examples")
-    return [loaded.placement.to(b) for b in batches]
+    with user_errors():
+        return loading.scoring_batches(loaded, split, n)
 
 
 def check_corpora(cfg, datasets: list[str], command: str) -> None:
-    """Shipped corpora a run of ``cfg`` can be scored or evaluated on: the run reads the offline text, and each
-    corpus has the task's columns; refused by name before anything loads or runs."""
-    from heads.data.hub import DataError
-    from heads.data.prepare import offline_corpus
-
-    if cfg.data.source != "offline":
-        raise fail(f"{command}: the shipped corpora are of the offline text; the run reads data.source="
-                   f"{cfg.data.source}")
-    for name in datasets:
-        try:
-            offline_corpus(cfg.task, name)
-        except DataError as exc:
-            raise fail(f"{command}: {exc}") from None
+    with user_errors():
+        loading.check_corpora(cfg, datasets, command)
 
 
 def domain_batches(loaded: Loaded, datasets: list[str], split: str, n: int, command: str) -> dict[str, list[dict]]:
-    """``{dataset: its first n batches of split}`` for shipped corpora with the task's columns (genres, shifted
-    translations), each refused by name before anything is scored."""
-    from dataclasses import replace
-
-    from heads.tasks.batching import eval_batches
-
-    cfg = loaded.cfg
-    check_corpora(cfg, datasets, command)
-    out = {}
-    for name in datasets:
-        c = replace(cfg, data=replace(cfg.data, dataset=name))
-        examples = loaded.task.examples(c, loaded.tokenizer, split)
-        found = list(eval_batches(examples, c.data.batch_size, loaded.task.collate, n * c.data.batch_size))
-        if not found:
-            raise fail(f"{command}: the {split} split of {name} has no examples")
-        out[name] = [loaded.placement.to(b) for b in found]
-    return out
+    with user_errors():
+        return loading.domain_batches(loaded, datasets, split, n, command)
 
 
 def check_out_file(out: Path | None, lock: bool = True) -> Path | None:

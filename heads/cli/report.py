@@ -7,7 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from heads.cli.common import claim_out, fail, no_file
+from heads.cli.common import claim_out, fail
+from heads.io import no_file
 from heads.outpath import FILE, FOLDER, writes_outputs
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from heads.cli.common import SHIPPED, resolve_source
+from heads.cli.common import resolve_source
+from heads.loading import SHIPPED
 
 
 def site_table(model, seq_len: int) -> dict:
