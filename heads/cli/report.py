@@ -92,7 +92,8 @@ def _not_run_at(args: argparse.Namespace) -> dict[str, str]:
     """Replication -> why it does not run at ``--preset`` (its settings there are null), none without it."""
     if not getattr(args, "preset", None):
         return {}
-    from heads.sheet import SheetError, dag_for, replications
+    from heads.sheet.declare import SheetError
+    from heads.sheet.settings import dag_for, replications
 
     try:
         running = dag_for(args.replications, args.preset)
