@@ -14,7 +14,7 @@ One job per module, in the order a sheet is made:
 
 - :mod:`heads.sheet.declare`: an entry and its label, and the entries replications share (what ``runs.py`` uses);
 - :mod:`heads.sheet.settings`: a preset's settings per replication, merged and checked (:func:`dag_for`);
-- :mod:`heads.sheet.custom`: a user's own strategies as entries of the replications they join;
+- :mod:`heads.sheet.custom_entries`: a user's own strategies as entries of the replications they join;
 - :mod:`heads.sheet.assemble`: all entries as one checked :class:`Sheet` (:func:`build`);
 - :mod:`heads.sheet.commands`: an entry's ``heads`` command line (:func:`command_line`).
 
@@ -25,7 +25,7 @@ workflow builds the sheet at parse time.
 
 from heads.sheet.assemble import Sheet, build, check
 from heads.sheet.commands import analysis_overrides, command_line, param_words, task_overrides, train_overrides
-from heads.sheet.custom import CUSTOM_JOINS, Custom, custom
+from heads.sheet.custom_entries import CUSTOM_JOINS, Custom, custom
 from heads.sheet.declare import (
     COMMANDS,
     LONGER,

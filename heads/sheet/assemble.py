@@ -1,4 +1,4 @@
-"""Assembling the sheet: every replication's declared entries (and a user's, :mod:`heads.sheet.custom`) as one
+"""Assembling the sheet: every replication's declared entries (and a user's, :mod:`heads.sheet.custom_entries`) as one
 :class:`Sheet`, checked before any job runs: labels unique, a shared run declared alike, every run an entry
 starts from on the sheet; a user's task config laid under its runs, a yardstick's steps set from its baseline's.
 """
