@@ -29,7 +29,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from heads.sheet import RunSpec, Sheet, SheetError, analysis_overrides, param_words, train_overrides
+from heads.sheet.assemble import Sheet
+from heads.sheet.commands import analysis_overrides, param_words, train_overrides
+from heads.sheet.declare import RunSpec, SheetError
 
 # Keys that change what is shown or where the run runs, never what it computes (beyond the float tolerance of
 # another device): a resume with another value is the same run (a GPU run may resume on a CPU, and back).

@@ -1,4 +1,4 @@
-"""One rule for every output path a command writes (``--out`` of every command, the files ``heads readme``
+"""One rule for every output path a command writes (``--out`` of every command, the files ``python -m tools.readme``
 rewrites): checked before any work, then claimed with an advisory lock, then written.
 
 The rule:
@@ -230,8 +230,8 @@ def _release(lock: Path, fd: int, shared: bool) -> None:
 _HELD: contextvars.ContextVar[ExitStack | None] = contextvars.ContextVar("heads_outputs", default=None)
 # the files the running command reads, by real path -> how it was given (`--config`): never its output
 _INPUTS: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("heads_inputs", default=None)
-# arguments that are outputs, or inputs the command rewrites on purpose (`heads readme FILE`)
-_NOT_INPUTS = {"out", "readme", "func", "command"}
+# arguments that are outputs, not inputs
+_NOT_INPUTS = {"out", "func", "command"}
 # folders whose every file the command reads (a run tree: its analyses are files, in no run folder)
 _TREES = {"runs"}
 

@@ -25,7 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from heads.config import ConfigError, RunConfig
-from heads.sheet import RunSpec, _flatten, _value, build, dag_for
+from heads.sheet.assemble import build
+from heads.sheet.commands import as_word, flatten
+from heads.sheet.declare import RunSpec
+from heads.sheet.settings import dag_for
 
 # heads.flops (through heads.surgery) imports torch: it is imported where a model is sized, so the command
 # line's parser, which reads the GPU table below for its help, starts without torch (~5 s a job).
@@ -201,9 +204,10 @@ def run_config(e: RunSpec, preset: str) -> RunConfig:
     they change where a model starts, not its size, or shrink it)."""
     from heads.resolve import resolve
 
-    overrides = [f"{k}={_value(v)}" for k, v in _flatten(e.config)]
+    overrides = [f"{k}={as_word(v)}" for k, v in flatten(e.config)]
     if e.command == "train" and e.strategy != "none":
-        overrides += [f"strategy.name={e.strategy}", *(f"strategy.params.{k}={_value(v)}" for k, v in e.params.items())]
+        overrides += [f"strategy.name={e.strategy}",
+                      *(f"strategy.params.{k}={as_word(v)}" for k, v in e.params.items())]
     return resolve(e.task, preset, None, overrides)
 
 

@@ -339,9 +339,11 @@ def run(base, tmp_path) -> Path:
     return copy
 
 
-def refused(argv: list[str], capsys, *fragments: str) -> str:
-    """Run ``heads argv`` in-process: it must exit 2 with one stderr line holding every fragment, no traceback."""
-    from heads.cli import main
+def refused(argv: list[str], capsys, *fragments: str, main=None) -> str:
+    """Run ``heads argv`` (or another command's ``main``, e.g. ``tools.readme.main``) in-process: it must exit 2
+    with one stderr line holding every fragment, no traceback."""
+    if main is None:
+        from heads.cli import main
 
     capsys.readouterr()  # what came before is not this command's output
     with pytest.raises(SystemExit) as exc:

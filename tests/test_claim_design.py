@@ -208,7 +208,7 @@ def test_about_is_science_or_engineering(tmp_path):
 def test_the_readme_block_counts_engineering_claims_apart(tmp_path):
     """The summary a README shows says how many of its claims are engineering facts, read from the specs of the
     repository the ledger lies in; the brief form names the claims not run at the preset in one line."""
-    from heads.report.readme import block
+    from tools.readme import block
 
     repo = tmp_path / "repo"
     (repo / "replications" / "r").mkdir(parents=True)

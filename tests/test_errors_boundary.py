@@ -158,12 +158,6 @@ def test_a_ledger_that_is_not_utf8_is_named_with_the_byte_in_the_file(tmp_path, 
             f"{csv}: not UTF-8 text (byte {size}: b'\\xff')")
 
 
-def test_a_readme_that_is_not_utf8_is_named(tmp_path, capsys):
-    readme = tmp_path / "README.md"
-    readme.write_bytes(b"# Title\n" + BAD)
-    refused(["readme", str(readme), "--check"], capsys, f"{readme}: not UTF-8 text (byte 8")
-
-
 @pytest.mark.parametrize("content", [os.urandom(64), b"GGUF\x03\x00\x00\x00" + bytes(40)],
                          ids=["garbage", "truncated"])
 def test_a_gguf_that_is_garbage_or_truncated_is_named(tmp_path, content):

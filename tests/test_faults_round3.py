@@ -180,7 +180,6 @@ def test_prune_names_an_unknown_site_without_quoting_the_message(tmp_path, capsy
 
 
 def test_a_folder_where_a_file_belongs_is_not_called_missing(tmp_path, capsys):
-    refused(["readme", str(tmp_path)], capsys, f"readme: {tmp_path}: a folder, not a file")
     refused(["train", "--task", "lm", "--preset", "smoke", "--out", str(tmp_path / "run"), "--config", str(tmp_path)],
             capsys,
             f"--config {tmp_path}: a folder, not a file")

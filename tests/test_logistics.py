@@ -35,8 +35,23 @@ def test_the_finder_sees_an_import_inside_a_function(tmp_path):
 
 
 def test_the_moved_modules_are_gone_from_the_library():
-    assert not [n for n in ("visit.py", "cpu_cost.py", "gpus.py") if (ROOT / "heads" / n).exists()]
-    assert all((ROOT / "tools" / n).is_file() for n in ("__init__.py", "visit.py", "cpu_cost.py", "plan.py"))
+    assert not [n for n in ("visit.py", "cpu_cost.py", "gpus.py", "report/readme.py", "sheet.py")
+                if (ROOT / "heads" / n).exists()]
+    assert all((ROOT / "tools" / n).is_file()
+               for n in ("__init__.py", "visit.py", "cpu_cost.py", "plan.py", "readme.py"))
+
+
+def test_the_run_sheet_is_one_module_per_job():
+    """heads/sheet/ declares runs, merges a preset's settings, takes custom entries, assembles the checked sheet
+    and renders commands, each in its own module; the package re-exports the names replications import."""
+    import heads.sheet as sheet
+
+    modules = sorted(p.stem for p in (ROOT / "heads" / "sheet").glob("*.py"))
+    assert modules == ["__init__", "assemble", "commands", "custom_entries", "declare", "settings"]
+    assert {"RunSpec", "run_label", "baseline", "dag_for", "build", "command_line", "custom"} <= set(sheet.__all__)
+    assert sheet.RunSpec.__module__ == "heads.sheet.declare" and sheet.command_line.__module__ == "heads.sheet.commands"
+    # no module shares a name with a function the package exports (`import heads.sheet.x as m` would be the function)
+    assert not set(modules) & set(sheet.__all__)
 
 
 def test_the_installed_package_holds_heads_only():

@@ -182,7 +182,7 @@ def test_every_parameter_in_the_committed_configs_passes():
     from heads.presets import names, preset_for
     from heads.presets import preset as load_preset
     from heads.resolve import check_run
-    from heads.sheet import _flatten, _value
+    from heads.sheet.commands import as_word, flatten
 
     checked = 0
     with warnings.catch_warnings():
@@ -198,7 +198,7 @@ def test_every_parameter_in_the_committed_configs_passes():
             # a path to another run's file (scratch's layout_from) exists only once that run has run
             params = {k: v for k, v in e.params.items() if f"strategy.params.{k}" not in e.paths}
             if e.command == "train":  # against the run it belongs to: its steps, its model
-                config = resolve(e.task, preset, None, [f"{k}={_value(v)}" for k, v in _flatten(e.config)])
+                config = resolve(e.task, preset, None, [f"{k}={as_word(v)}" for k, v in flatten(e.config)])
                 config.strategy.name, config.strategy.params = name, params
                 check_run(config)
             else:  # an analysis of a trained run: its parameters alone (the run's config is read then)

@@ -2,8 +2,8 @@
 
 A record whose identity contradicts its place or its task, an unknown verdict, a string where a boolean belongs, a
 NaN tolerance, an empty run tree: refused, one line naming the file and the field. A byte-order mark and CRLF read
-as the same text; ``heads readme`` touches only its blocks; labels coded -1/+1 are two classes; a translation row
-without its ``fr`` key is named as such."""
+as the same text; ``python -m tools.readme`` touches only its blocks; labels coded -1/+1 are two classes; a
+translation row without its ``fr`` key is named as such."""
 
 from __future__ import annotations
 
@@ -24,9 +24,10 @@ from heads.report.claims import ClaimResult, write_ledger
 from heads.report.collect import RunTreeError
 from heads.report.fmt import Table
 from heads.report.ledger import LedgerError, merge_baselines, merge_results, merged_environments, read_ledger
-from heads.report.readme import refresh
 from heads.report.spec import ClaimSpecError, load_claims, parse_claim
 from heads.report.stats import Estimate
+from tools.readme import main as readme_main
+from tools.readme import refresh
 
 BOM = b"\xef\xbb\xbf"
 LM = dict(metric="perplexity", final=3.0, sec_per_step=0.05, heads=8, params=1000)
@@ -217,14 +218,14 @@ def test_readme_keeps_crlf_a_byte_order_mark_and_a_missing_final_newline_outside
     crlf.write_bytes(BOM + README.replace("\n", "\r\n").encode())
     assert refresh(crlf).encode() == BOM + rendered.replace("\n", "\r\n").encode()
     # the CLI writes just that, and then finds it current
-    assert _cli(["readme", str(crlf)]) == 0
+    assert readme_main([str(crlf)]) == 0
     assert crlf.read_bytes() == BOM + rendered.replace("\n", "\r\n").encode()
-    assert _cli(["readme", str(crlf), "--check"]) == 0 and "current" in capsys.readouterr().out
+    assert readme_main([str(crlf), "--check"]) == 0 and "current" in capsys.readouterr().out
     # a file without blocks is never rewritten: not its CRLF, not its missing final newline
     for text in ("plain\r\nno blocks\r\nno final newline", "plain\nno final newline"):
         plain = tmp_path / "plain.md"
         plain.write_bytes(text.encode())
-        assert _cli(["readme", str(plain)]) == 0 and plain.read_bytes() == text.encode()
+        assert readme_main([str(plain)]) == 0 and plain.read_bytes() == text.encode()
     assert "its rendered blocks are current" in capsys.readouterr().out
 
 

@@ -1,18 +1,21 @@
 """The findings of README.md and docs/RESULTS.md are rendered from the committed ledgers, and docs/GUIDE.md's
-paper cost from `heads plan`: a block between markers is re-rendered by `heads readme`, and the committed files
-must be current (a hand-edited or stale number fails here); their links must resolve."""
+paper cost from `heads plan`: a block between markers is re-rendered by `python -m tools.readme` (the repository's
+logistics, outside the library), and the committed files must be current (a hand-edited or stale number fails
+here); their links must resolve."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from conftest import refused
 
-from heads.cli import main
 from heads.cli.common import UserError
 from heads.plan import plan, table
-from heads.report.readme import FILES, ReadmeError, block, cost, counts, refresh
+from tools.readme import FILES, ReadmeError, block, cost, counts, main, refresh
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = ("claim,replication,verdict,effect,ci_low,ci_high,paper_value,n_seeds,method,p_value,p_adjusted,precondition,"
@@ -63,10 +66,10 @@ def test_refresh_replaces_only_what_lies_between_the_markers(tmp_path):
     assert "typed by hand" not in text and "0.0123 [0.01, 0.0146]" in text
     readme.write_text(text)
     assert refresh(readme) == text  # rendering is a fixed point
-    assert main(["readme", str(readme), "--check"]) == 0
+    assert main([str(readme), "--check"]) == 0
     readme.write_text(text.replace("0.0123", "0.0124"))
-    assert main(["readme", str(readme), "--check"]) == 1
-    assert main(["readme", str(readme)]) == 0 and readme.read_text() == text
+    assert main([str(readme), "--check"]) == 1
+    assert main([str(readme)]) == 0 and readme.read_text() == text
 
 
 def test_an_unclosed_block_or_a_missing_ledger_is_refused(tmp_path):
@@ -76,17 +79,17 @@ def test_an_unclosed_block_or_a_missing_ledger_is_refused(tmp_path):
         refresh(readme)
     readme.write_text("<!-- ledger: nowhere.csv -->\n<!-- /ledger -->\n")
     with pytest.raises(UserError):
-        main(["readme", str(readme)])
+        main([str(readme)])
 
 
 def test_the_committed_readme_and_results_quote_the_committed_ledgers():
     """Every findings block of README.md and docs/RESULTS.md equals what its ledger renders, and docs/GUIDE.md's
-    paper cost what `heads plan` says: `heads readme`."""
+    paper cost what `heads plan` says: `python -m tools.readme`."""
     assert [f.as_posix() for f in FILES] == ["README.md", "docs/RESULTS.md", "docs/GUIDE.md"]
     for name in FILES:
         path = ROOT / name
         assert "<!-- ledger: " in path.read_text() or "<!-- plan: " in path.read_text(), name
-        assert refresh(path) == path.read_text(), f"{name}'s rendered blocks are stale: run `heads readme`"
+        assert refresh(path) == path.read_text(), f"{name}'s rendered blocks are stale: run `python -m tools.readme`"
     assert "<!-- plan: paper -->" in (ROOT / "docs/GUIDE.md").read_text()
 
 
@@ -145,15 +148,15 @@ def test_a_counts_block_is_one_row_per_ledger(tmp_path):
         refresh(docs / "RESULTS.md")
 
 
-def test_heads_readme_renders_readme_and_results_by_default(tmp_path, monkeypatch):
+def test_the_command_renders_readme_and_results_by_default(tmp_path, monkeypatch):
     _ledger(tmp_path / "claims.csv")
     (tmp_path / "docs").mkdir()
     (tmp_path / "README.md").write_text("<!-- ledger: claims.csv counts -->\n<!-- /ledger -->\n")
     (tmp_path / "docs" / "RESULTS.md").write_text("<!-- ledger: ../claims.csv -->\n<!-- /ledger -->\n")
     (tmp_path / "docs" / "GUIDE.md").write_text("# guide\nno block\n")
     monkeypatch.chdir(tmp_path)
-    assert main(["readme", "--check"]) == 1
-    assert main(["readme"]) == 0 and main(["readme", "--check"]) == 0
+    assert main(["--check"]) == 1
+    assert main([]) == 0 and main(["--check"]) == 0
     assert "| `claims.csv` | 2 |" in (tmp_path / "README.md").read_text()
     assert "(`../claims.csv`)" in (tmp_path / "docs" / "RESULTS.md").read_text()
 
@@ -190,3 +193,34 @@ def test_the_block_is_the_same_from_any_working_directory(tmp_path, monkeypatch)
     absolute = refresh(readme)
     monkeypatch.chdir(tmp_path)
     assert refresh(Path("README.md")) == absolute and "(`claims.csv`)" in absolute
+
+
+def test_a_folder_where_a_file_belongs_is_not_called_missing(tmp_path, capsys):
+    refused([str(tmp_path)], capsys, f"tools.readme: {tmp_path}: a folder, not a file", main=main)
+
+
+def test_a_readme_or_ledger_that_is_not_utf8_is_named(tmp_path, capsys):
+    """A file saved by another tool is refused in one line naming it and its first bad byte."""
+    bad = b"\xff\xfe"  # never UTF-8
+    readme = tmp_path / "README.md"
+    readme.write_bytes(b"# Title\n" + bad)
+    refused([str(readme), "--check"], capsys, f"{readme}: not UTF-8 text (byte 8: b'\\xff')", main=main)
+    ledger = _ledger(tmp_path / "claims.csv")
+    ledger.write_bytes(b"\xef\xbb\xbf" + ledger.read_bytes() + bad)  # behind a byte-order mark: a file offset
+    readme.write_text("<!-- ledger: claims.csv -->\n<!-- /ledger -->\n")
+    size = ledger.stat().st_size - len(bad)
+    refused([str(readme), "--check"], capsys, f"{ledger}: not UTF-8 text (byte {size}: b'\\xff')", main=main)
+
+
+def test_readme_rendering_lives_outside_the_library():
+    """README rendering is this repository's logistics (tools/), not the library's: heads has no readme module
+    and no `heads readme` command, and `python -m tools.readme --help` runs from the repository root. The
+    ledger's reading of a robustness measurement stays in heads/report (the ledger's own column:
+    heads/report/robustness.py)."""
+    from heads.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices
+    assert "readme" not in commands and "claims" in commands
+    done = subprocess.run([sys.executable, "-m", "tools.readme", "--help"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "usage: python -m tools.readme" in done.stdout and "--check" in done.stdout

@@ -93,7 +93,8 @@ def _not_run_at(args: argparse.Namespace) -> dict[str, str]:
     """Replication -> why it does not run at ``--preset`` (its settings there are null), none without it."""
     if not getattr(args, "preset", None):
         return {}
-    from heads.sheet import SheetError, dag_for, replications
+    from heads.sheet.declare import SheetError
+    from heads.sheet.settings import dag_for, replications
 
     try:
         running = dag_for(args.replications, args.preset)
@@ -175,33 +176,6 @@ def cmd_rows(args: argparse.Namespace) -> int:
     return 0
 
 
-@writes_outputs
-def cmd_readme(args: argparse.Namespace) -> int:
-    from heads.io import write_text
-    from heads.report.readme import FILES, ReadmeError, current, refresh
-
-    stale = 0
-    for readme in args.readme or FILES:
-        if not readme.is_file():
-            raise fail(f"readme: {readme}: {no_file(readme)}")
-        if not args.check:  # the files it rewrites are outputs too: the same rule, one writer each
-            claim_out(readme, "readme", FILE)
-    for readme in args.readme or FILES:
-        try:
-            text = refresh(readme)
-        except ReadmeError as exc:
-            raise fail(f"readme: {exc}") from None
-        if text == current(readme):
-            print(f"{readme}: its rendered blocks are current")
-        elif args.check:
-            print(f"{readme}: its rendered blocks differ from their sources; run: heads readme {readme}")
-            stale = 1
-        else:
-            write_text(readme, text)
-            print(f"{readme}: rendered blocks re-rendered")
-    return stale
-
-
 def register(sub) -> None:
     p = sub.add_parser("report", help="render one replication's tables (CSV + Markdown) and figures (PNG)")
     p.add_argument("--runs", type=Path, required=True, help="the run tree, OUT/runs")
@@ -249,15 +223,6 @@ def register(sub) -> None:
                    help="measurements of other machines (results/bench/perturbation.json, machines.json): the "
                    "ledger marks the verdicts any of them flipped as fragile")
     p.set_defaults(func=cmd_claims)
-
-    p = sub.add_parser("readme", help="re-render the findings blocks (<!-- ledger: PATH --> ... <!-- /ledger -->) of "
-                       "README.md and docs/RESULTS.md from the committed ledgers, and the cost blocks "
-                       "(<!-- plan: PRESET --> ... <!-- /plan -->) of docs/GUIDE.md from heads plan")
-    p.add_argument("readme", type=Path, nargs="*", metavar="FILE",
-                   help="the files to render (default: README.md docs/RESULTS.md docs/GUIDE.md, from the "
-                   "repository root)")
-    p.add_argument("--check", action="store_true", help="only say whether the blocks are current (exit 1 if not)")
-    p.set_defaults(func=cmd_readme)
 
     p = sub.add_parser("rows", help="the tidy rows of a run tree as CSV: what a report.yaml table spec filters, "
                        "groups and aggregates (one per run, or per head, site, curve level, model ... of an analysis)")

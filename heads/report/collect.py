@@ -32,7 +32,7 @@ from heads.examples import FILE as EXAMPLES_FILE
 from heads.examples import ExampleValues, path_beside
 from heads.metrics import TASK_METRIC, retained_defined
 from heads.report.sites import site_kind
-from heads.sheet import fmt_ratio, run_label
+from heads.sheet.declare import fmt_ratio, run_label
 from heads.train.metrics import first_reaching
 
 BASELINE = {"variant": "baseline", "arm": "none", "ratio": 0.0}

@@ -8,6 +8,10 @@ ledger says per claim what the measurements found: the same verdict, a *fragile*
 one (any measurement that gave another), or nothing (not measured, or measured on
 earlier results whose verdict was not this one, or on other runs: a measurement records the effect of the
 results it compared, and a ledger whose effect differs is of other runs, e.g. after the preset changed).
+
+Producing a measurement is logistics and lives with the benchmarks; this module is the ledger's side only: it
+reads the file ``heads claims --robustness`` is given and judges what it says about each verdict, a column of
+claims.csv, so it stays in the library beside the ledger.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Findings in README.md and docs/RESULTS.md rendered from the committed ledgers, and a preset's cost in
-docs/GUIDE.md rendered from ``heads plan``: numbers in the docs are never typed by hand.
+"""``python -m tools.readme``: the findings in README.md and docs/RESULTS.md rendered from the committed ledgers,
+and a preset's cost in docs/GUIDE.md rendered from ``heads plan``: numbers in the docs are never typed by hand.
+This repository's documents are its own logistics, not the library's: ``heads`` imports none of it.
 
 A block starts at a line ``<!-- ledger: PATH [FORM] -->`` and ends at ``<!-- /ledger -->``; :func:`refresh`
 replaces what lies between with the ledger's verdicts, so a number in the file cannot drift from the ledger it came
@@ -17,23 +18,29 @@ the default GPU class and MFU, with the task that costs most: the replications i
 folder of the repository holding the file.
 
 A ledger judged by the rules before the multiplicity and scale gates (no ``p_adjusted`` column) is refused, not
-shown as a current one. ``heads readme`` re-renders :data:`FILES` (or the files named); ``--check`` says
-whether they are current, which a test asserts for the committed ones.
+shown as a current one. ``python -m tools.readme`` re-renders :data:`FILES` (or the files named), from the
+repository root; ``--check`` says whether they are current, which a test asserts for the committed ones.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
+import io
 import re
+import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
+from heads.cli.common import UserError, claim_out, no_file, one_line
+from heads.outpath import FILE, writes_outputs
 from heads.report.collect import ENCODING
 
 START = re.compile(r"^<!-- ledger: (?P<paths>\S+(?: \S+)*?)(?: (?P<form>brief|counts))? -->$")
 END = "<!-- /ledger -->"
 PLAN, PLAN_END = re.compile(r"^<!-- plan: (?P<preset>\S+) -->$"), "<!-- /plan -->"
-# what `heads readme` renders, from the repository root
+# what `python -m tools.readme` renders, from the repository root
 FILES = (Path("README.md"), Path("docs/RESULTS.md"), Path("docs/GUIDE.md"))
 UNTESTED = "not tested at this scale"
 NOT_RUN = "not run at this preset"
@@ -55,9 +62,9 @@ def _read(ledger: Path) -> list[dict[str, str]]:
     """A ledger's rows; one judged by the rules before multiplicity and scale gates is refused."""
     if not ledger.is_file():
         raise ReadmeError(f"{ledger}: no such ledger (render it first: heads report / heads claims)")
-    with ledger.open(newline="", encoding=ENCODING) as f:  # a ledger saved with a byte-order mark reads the same
-        reader = csv.DictReader(f)
-        rows = list(reader)
+    # a ledger saved with a byte-order mark reads the same
+    reader = csv.DictReader(io.StringIO(_text(ledger, ENCODING), newline=""))
+    rows = list(reader)
     if "p_adjusted" not in (reader.fieldnames or []):
         raise ReadmeError(f"{ledger}: judged by the rules before multiplicity and scale gates (no p_adjusted "
                           "column): re-render it from its runs")
@@ -155,7 +162,22 @@ def _ledger_block(readme: Path, line: str, paths: list[str], form: str | None) -
 def current(readme: Path) -> str:
     """The file's text exactly as stored (a byte-order mark, CRLF line ends and a missing final newline kept), which
     :func:`refresh` returns unchanged outside its blocks."""
-    return readme.read_bytes().decode("utf-8")
+    return _text(readme)
+
+
+def _text(path: Path, encoding: str = "utf-8") -> str:
+    """The file's text; one that is not UTF-8 is refused naming its first bad byte (saved by another tool)."""
+    data = path.read_bytes()
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError:
+        try:  # the offset in the file: a byte-order mark is valid UTF-8, so plain UTF-8 finds the same byte
+            data.decode("utf-8")
+            start = 0
+        except UnicodeDecodeError as exc:
+            start = exc.start
+        raise ReadmeError(f"{path}: not UTF-8 text (byte {start}: {data[start:start + 1]!r}); save it as UTF-8") \
+            from None
 
 
 def refresh(readme: Path) -> str:
@@ -186,3 +208,69 @@ def refresh(readme: Path) -> str:
         out += [newline, body.replace("\n", newline), newline, newline, lines[end]]
         i = end + 1
     return "".join(out)
+
+
+# -- the command ------------------------------------------------------------------------------------------------
+PROG = "python -m tools.readme"
+
+
+def fail(message: str) -> UserError:
+    """A one-line refusal (exit status 2), naming this command."""
+    return UserError(f"tools.readme: {message}")
+
+
+@writes_outputs
+def run(args: argparse.Namespace) -> int:
+    """Re-render (or, with ``--check``, compare) each file's blocks; 1 where ``--check`` finds one stale."""
+    from heads.io import write_text
+
+    stale = 0
+    for readme in args.readme or FILES:
+        if not readme.is_file():
+            raise fail(f"{readme}: {no_file(readme)}")
+        if not args.check:  # the files it rewrites are outputs too: the same rule, one writer each
+            claim_out(readme, "tools.readme", FILE)
+    for readme in args.readme or FILES:
+        try:
+            text = refresh(readme)
+        except ReadmeError as exc:
+            raise fail(str(exc)) from None
+        if text == current(readme):
+            print(f"{readme}: its rendered blocks are current")
+        elif args.check:
+            print(f"{readme}: its rendered blocks differ from their sources; run: {PROG} {readme}")
+            stale = 1
+        else:
+            write_text(readme, text)
+            print(f"{readme}: rendered blocks re-rendered")
+    return stale
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="re-render the findings blocks (<!-- ledger: PATH --> ... "
+                                "<!-- /ledger -->) of README.md and docs/RESULTS.md from the committed ledgers, "
+                                "and the cost blocks (<!-- plan: PRESET --> ... <!-- /plan -->) of docs/GUIDE.md "
+                                "from heads plan (run from the repository root)")
+    p.add_argument("readme", type=Path, nargs="*", metavar="FILE",
+                   help="the files to render (default: README.md docs/RESULTS.md docs/GUIDE.md, from the "
+                   "repository root)")
+    p.add_argument("--check", action="store_true", help="only say whether the blocks are current (exit 1 if not)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse, run, and turn a bad input into one line on stderr and exit status 2, as ``heads`` does."""
+    args = build_parser().parse_args(argv)
+    try:
+        return run(args)
+    except UserError as exc:
+        print(one_line(exc), file=sys.stderr)
+        raise
+    except OSError as exc:  # a file it reads or writes unreadable: the path and why
+        message = f"tools.readme: {exc.filename or ''}{': ' if exc.filename else ''}{exc.strerror or exc}"
+        print(message, file=sys.stderr)
+        raise UserError(message) from None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
