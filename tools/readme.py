@@ -33,7 +33,8 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from heads.cli.common import UserError, claim_out, no_file, one_line
+from heads.cli.common import UserError, claim_out, one_line
+from heads.io import no_file
 from heads.outpath import FILE, writes_outputs
 from heads.report.collect import ENCODING
 
