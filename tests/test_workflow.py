@@ -52,6 +52,24 @@ def test_dry_run_resolves_every_preset(preset, tmp_path):
     tasks = {e.task for e in sheet.runs.values()}  # pretrained: the one replication of its preset, on lm only
     assert counts["replication_claims"] == len(sheet.of) and counts["claims"] == 1, counts
     assert counts["prepare_data"] == len(tasks), counts
+    # one layout: every preset, the default tiny included, writes under results/<preset>/ (data markers apart),
+    # never beside another preset's folders at results/ itself
+    outputs = [p for m in re.finditer(r"^\s+output: (.+)$", out, re.M) for p in m.group(1).split(", ")]
+    assert outputs and all(p.startswith((f"results/{preset}/", "resources/data/")) for p in outputs), [
+        p for p in outputs if not p.startswith((f"results/{preset}/", "resources/data/"))][:5]
+
+
+def test_every_committed_result_lies_in_its_presets_folder():
+    """One layout: results/<preset>/ for every preset, tiny's too (it wrote at results/ itself, its ledger
+    beside the other presets' folders), and results/bench/ for the benchmarks; nothing at results/ itself."""
+    from heads import names
+
+    files = subprocess.run(["git", "ls-files", "results"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split()
+    folders = {f.split("/")[1] for f in files if f.count("/") >= 2}
+    assert files and not (loose := [f for f in files if f.count("/") < 2]), loose
+    assert folders <= {*names.builtin("preset"), "bench"}, folders
+    assert "tiny" in folders
 
 
 @needs_snakemake
@@ -77,7 +95,7 @@ def test_a_fresh_clone_runs_the_whole_dag_despite_the_committed_results(tmp_path
     from smoke_dag import copy_repo
 
     repo = copy_repo(tmp_path, results=True)
-    assert (repo / "results" / "CLAIMS.md").exists() and not (repo / "results" / "runs").exists()
+    assert (repo / "results" / "tiny" / "CLAIMS.md").exists() and not (repo / "results" / "tiny" / "runs").exists()
     run = snakemake("-n", cwd=repo)
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-3000:]

@@ -58,7 +58,7 @@ if MODEL:
         raise ValueError(f"config {e}") from None
 # what logs, data markers and data settings are kept under: the preset's, or the preset's for one model
 STAGE = f"{PRESET}-{SLUG}" if MODEL else PRESET
-OUT = config["out"] or (f"results/{PRESET}/{SLUG}" if MODEL else "results" if PRESET == "tiny" else f"results/{PRESET}")
+OUT = config["out"] or (f"results/{PRESET}/{SLUG}" if MODEL else f"results/{PRESET}")
 RUNS = f"{OUT}/runs"
 DATA = config["data_root"]
 CUSTOM = D.get("custom", [])

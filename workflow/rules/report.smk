@@ -105,7 +105,7 @@ rule replication_claims:
 # whose ledger marks the verdicts it flipped as fragile.
 # the replications with claims (every one today; a folder without claims.yaml renders no ledger)
 CLAIMED = [r for r in REPLICATIONS if os.path.isfile(f"replications/{r}/claims.yaml")]
-MEASURED = {"results": ("results/bench/perturbation.json", "results/bench/machines.json"),
+MEASURED = {"results/tiny": ("results/bench/perturbation.json", "results/bench/machines.json"),
             "results/pretrained": ("results/bench/pretrained_rerun.json",)}
 ROBUSTNESS = [f for f in MEASURED.get(OUT, ()) if os.path.isfile(f)]
 # which ledgers the whole one merges, at which preset: a replication joining or leaving re-merges it
