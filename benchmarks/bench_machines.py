@@ -3,10 +3,10 @@ the whole tiny DAG run here with the same DAG's results from another machine.
 
 ``bench_perturbation.py`` imitates another machine inside this one; this compares against one that really was
 another (another CPU, so torch dispatches its kernels to another instruction set), with the same code and
-environment. Both sides are rendered results, ``results/`` here and ``results/`` at a git revision (``--other-rev``)
-or in a folder (``--other``): every table's numbers, cell by cell, and every claim's verdict and effect. The
-output has the shape ``heads claims --robustness`` reads, so the ledger marks a verdict the other machine gave
-differently as fragile.
+environment. Both sides are rendered results, ``results/tiny/`` here and at a git revision (``--other-rev``; a
+revision from before tiny moved there with ``--other-folder results``) or in a folder (``--other``): every table's
+numbers, cell by cell, and every claim's verdict and effect. The output has the shape ``heads claims --robustness``
+reads, so the ledger marks a verdict the other machine gave differently as fragile.
 
     python benchmarks/bench_machines.py --other-rev 089e404 --other-label "an AVX512 machine (089e404)"
 
@@ -44,7 +44,8 @@ CLOCK_TABLES = {"speed.csv"}
 IDENTITY = {"task", "site", "label", "kind", "head", "scorer", "variant", "arm", "strategy", "comparison", "metric",
             "lam", "kept", "ratio", "step", "batch", "attention_dropout"}
 WHAT = "the whole tiny DAG"  # what both sides ran, unless --what says otherwise
-# what the tiny DAG renders under results/; other presets and benchmark outputs live in sub-folders of it
+# sub-folders of a results folder that hold no replication's tables: its run tree and surgery pages, and (in a
+# revision from before tiny moved to results/tiny/, read at results/) other presets' and benchmarks' folders
 OTHER_FOLDERS = {"runs", "smoke", "small", "paper", "perturbed", "bench", "surgery"}
 
 
@@ -67,7 +68,7 @@ def read_tree(files: Iterable[str], read: Callable[[str], str | None]) -> dict[s
 
 
 def _rendered(name: str) -> bool:
-    """A table the tiny DAG renders (``results/<replication>/*.csv``, the ledger), not another preset's."""
+    """A table the tiny DAG renders (``<replication>/*.csv``, the ledger), not another preset's."""
     parts = name.split("/")
     return not (len(parts) > 1 and parts[0] in OTHER_FOLDERS)
 
@@ -82,7 +83,7 @@ def folder_reader(folder: Path) -> tuple[list[str], Callable[[str], str | None]]
     return names, read
 
 
-def git_reader(rev: str, folder: str = "results") -> tuple[list[str], Callable[[str], str | None]]:
+def git_reader(rev: str, folder: str = "results/tiny") -> tuple[list[str], Callable[[str], str | None]]:
     listed = subprocess.run(["git", "ls-tree", "-r", "--name-only", rev, "--", folder], cwd=ROOT, check=True,
                             capture_output=True, text=True).stdout.split()
     names = [n[len(folder) + 1:] for n in listed if n.endswith(".csv") and _rendered(n[len(folder) + 1:])]
@@ -205,10 +206,12 @@ def markdown(data: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--results", type=Path, default=ROOT / "results", help="this machine's rendered results")
+    p.add_argument("--results", type=Path, default=ROOT / "results/tiny", help="this machine's rendered results")
     side = p.add_mutually_exclusive_group(required=True)
-    side.add_argument("--other-rev", help="a git revision whose results/ another machine rendered")
+    side.add_argument("--other-rev", help="a git revision whose results another machine rendered")
     side.add_argument("--other", type=Path, help="a folder of another machine's rendered results")
+    p.add_argument("--other-folder", help="where --other-rev holds them (default: --results' folder; `results` "
+                   "for a revision from before tiny's results moved to results/tiny)")
     p.add_argument("--other-label", required=True, help="what the other machine was (its CPU capability, where)")
     p.add_argument("--what", default=WHAT, help=f"what both sides ran, for the title (default: {WHAT})")
     p.add_argument("--out", type=Path, default=ROOT / "results/bench/machines.md")
@@ -217,7 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     names, read_here = folder_reader(args.results)
-    folder = args.results.resolve().relative_to(ROOT).as_posix() if args.other_rev else None
+    folder = args.other_folder or (args.results.resolve().relative_to(ROOT).as_posix() if args.other_rev else None)
     other_names, read_other = git_reader(args.other_rev, folder) if args.other_rev else folder_reader(args.other)
     here_claims, other_claims = read_here("claims.csv"), read_other("claims.csv")
     if here_claims is None or other_claims is None:

@@ -141,7 +141,7 @@ def markdown(data: dict) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--base", type=Path, default=Path("results/runs"), help="the committed run tree's runs")
+    p.add_argument("--base", type=Path, default=Path("results/tiny/runs"), help="the tiny run tree's runs")
     p.add_argument("--runs-out", type=Path, default=Path("results/perturbed"), help="OUT of the perturbed DAG")
     p.add_argument("--replications", nargs="+", default=["training_time"], help="(default: %(default)s)")
     p.add_argument("--capability", default="default", help="ATEN_CPU_CAPABILITY (default, avx2, avx512)")
