@@ -216,8 +216,8 @@ def test_the_readme_block_counts_engineering_claims_apart(tmp_path):
         {"id": "S", "text": "s", "task": "lm", "kind": "value", "a": LOSS, "direction": "less", "about": "engineering"},
         {"id": "T", "text": "t", "task": "lm", "kind": "value", "a": LOSS, "direction": "less"},
         {"id": "U", "text": "u", "task": "lm", "kind": "value", "a": LOSS, "direction": "less"}]}))
-    ledger = repo / "results" / "claims.csv"
-    ledger.parent.mkdir()
+    ledger = repo / "results" / "tiny" / "claims.csv"
+    ledger.parent.mkdir(parents=True)
     head = "claim,replication,verdict,effect,ci_low,ci_high,paper_value,n_seeds,method,p_value,p_adjusted\n"
     ledger.write_text(head + "S,r,supported,0.1,0.05,0.2,,3,t,0.01,0.01\nT,r,inconclusive,,,,,0,,,\n"
                       "U,r,not run at this preset,,,,,0,,,\n")

@@ -94,8 +94,8 @@ def test_a_training_time_custom_entry_renders_the_command_line_it_always_has():
                                                 "lm/during/mine/0.5/seed0", "lm/during/mine/0.5/seed1"})
     run = ('{"arm": "mine", "from_run": null, "kind": "run", "knob": null, "label": "lm/during/mine/0.5/seed0", '
            '"ratio": 0.5, "seed": 0, "task": "lm", "variant": "during"}')
-    assert command_line(sheet["lm/during/mine/0.5/seed0"], "results/runs", "smoke", "resources/data", 2) == (
-        f"heads train --task lm --preset smoke --out results/runs/lm/during/mine/0.5/seed0 --run '{run}' "
+    assert command_line(sheet["lm/during/mine/0.5/seed0"], "results/smoke/runs", "smoke", "resources/data", 2) == (
+        f"heads train --task lm --preset smoke --out results/smoke/runs/lm/during/mine/0.5/seed0 --run '{run}' "
         "data.root=resources/data train.seed=0 train.threads=2 train.progress=false strategy.name=oneshot "
         "strategy.params.reinit=true strategy.params.ratio=0.5")
 

@@ -5,7 +5,7 @@ This repository's documents are its own logistics, not the library's: ``heads`` 
 A block starts at a line ``<!-- ledger: PATH [FORM] -->`` and ends at ``<!-- /ledger -->``; :func:`refresh`
 replaces what lies between with the ledger's verdicts, so a number in the file cannot drift from the ledger it came
 from. PATH is a ``claims.csv``, relative to the file that holds the block (README.md names
-``results/claims.csv``, docs/RESULTS.md ``../results/claims.csv``), and the block names it as written there.
+``results/tiny/claims.csv``, docs/RESULTS.md ``../results/tiny/claims.csv``), and the block names it as written there.
 FORM is one of:
 
 - none: every claim as a row, with its effect, 95 % interval, n and what was measured;
