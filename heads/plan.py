@@ -218,6 +218,8 @@ def run_config(e: RunSpec, preset: str) -> RunConfig:
 
 def _eval_examples(cfg: RunConfig) -> int:
     """Forward passes (in examples) of one ``task.evaluate``: mt decodes with ``beams`` hypotheses."""
+    if cfg.task == "retrieval":  # max_examples counts verse pairs; an example (what a token count is of) is 8
+        return math.ceil(cfg.eval.max_examples / 8)
     return cfg.eval.max_examples * (cfg.eval.beams if cfg.task == "mt" else 1)
 
 
