@@ -1,16 +1,20 @@
 """The head-level battery on one model of the user's choosing (the workflow's ``model`` key).
 
 The ``pretrained`` replication runs every head-level analysis (masking at Michel's unit, ablation, curves,
-speed, redundancy, roles, shift) on one pretrained causal LM. :func:`for_model` points it at another model (a
-shipped name, a local checkpoint folder or a hub id) and keeps that run apart from every other: its rendered
-outputs go under ``results/<preset>/<slug>/`` (:func:`model_slug`), and only the battery runs. What the settings
-size by the model's layout (the layers an ablation samples) the commands resolve on the model they load.
+speed, redundancy, roles, shift) on one pretrained model, read on the task its kind of model does
+(:func:`task_of`: a causal LM on ``lm``, an MPNet sentence encoder on ``retrieval``). :func:`for_model` points it
+at another model (a shipped name, a local checkpoint folder or a hub id), writes that task into the battery's
+settings (``task``: what ``runs.py`` labels its runs by and the ledger judges its claims on) and keeps that run
+apart from every other: its rendered outputs go under ``results/<preset>/<slug>/`` (:func:`model_slug`), and
+only the battery runs. What the settings size by the model's layout (the layers an ablation samples) the
+commands resolve on the model they load.
 
 This module imports nothing heavy: the workflow calls it at parse time.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,7 +23,12 @@ from typing import Any
 from heads.sheet import SheetError, replications
 
 BATTERY = "pretrained"  # the replication that runs the battery
-TASK = "lm"  # the task its model is read on
+# the task a model is read on, by its config's model type: an encoder family's own task; any other type is read as
+# a causal LM (check_task refuses, in one line, a type that cannot do it). Each task here lists the family among
+# its ``families`` (a test checks), so the battery never picks a task its model cannot do.
+TASK_OF_TYPE = {"mpnet": "retrieval"}
+CAUSAL = "lm"
+WHAT = {"lm": "a causal LM", "retrieval": "a sentence encoder"}  # how a refusal names what the task reads
 # folders the preset's own outputs already use under results/<preset>/: a model's slug may not take one
 RESERVED = frozenset({"runs", "surgery", "decoding", "CLAIMS.md"})
 
@@ -59,25 +68,48 @@ def check_source(source: str) -> None:
                          "folder, nor a hub id (owner/name)")
 
 
+def task_of(source: str, preset: str = BATTERY) -> str:
+    """The task the battery reads ``source`` on: a shipped model's own (the task whose config at ``preset`` names
+    it), a local folder's by its ``config.json``'s ``model_type`` (:data:`TASK_OF_TYPE`), and ``lm`` (a causal
+    LM) for anything else (a hub id: its config is not read at parse time; check_task reads it)."""
+    from heads.presets import preset as load_preset
+    from heads.shipped import SHIPPED
+
+    if source in SHIPPED:
+        ships = [t for t, c in load_preset(preset)["tasks"].items() if (c.get("model") or {}).get("source") == source]
+        return ships[0] if ships else CAUSAL
+    config = Path(source) / "config.json"
+    if config.is_file():
+        try:
+            kind = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+        except (OSError, ValueError, AttributeError):  # unreadable: loading it says what is wrong, in its own words
+            kind = None
+        return TASK_OF_TYPE.get(kind, CAUSAL)
+    return CAUSAL
+
+
 def for_model(dag: Mapping[str, Any], source: str, root: str | Path = "replications") -> tuple[dict, str]:
     """``dag`` (a preset's, from :func:`heads.sheet.dag_for`) reduced to the battery with its model read from
-    ``source``, and the slug its outputs are kept under. Refused where the preset has no battery, or where the
-    dag's own task config already names another model."""
+    ``source`` on the task it does (:func:`task_of`, written into the battery's settings as ``task``), and the slug
+    its outputs are kept under. Refused where the preset has no battery, or where the dag's own task config already
+    names another model."""
     if dag.get(BATTERY) is None:
         raise SheetError(f"model {source!r}: the battery (the {BATTERY!r} replication) runs at preset "
                          f"'pretrained' only, not {dag.get('preset')!r}; add preset=pretrained")
     check_source(source)
+    task = task_of(source, dag["preset"])
     tasks = dict(dag.get("tasks") or {})
-    task = dict(tasks.get(TASK) or {})
-    named = (task.get("model") or {}).get("source")
+    sections = dict(tasks.get(task) or {})
+    named = (sections.get("model") or {}).get("source")
     if named not in (None, source):
-        raise SheetError(f"model {source!r}: dag.{dag.get('preset')}.tasks.{TASK}.model.source names "
+        raise SheetError(f"model {source!r}: dag.{dag.get('preset')}.tasks.{task}.model.source names "
                          f"{named!r}; give the model once")
-    task["model"] = {**(task.get("model") or {}), "source": source}
-    tasks[TASK] = task
+    sections["model"] = {**(sections.get("model") or {}), "source": source}
+    tasks[task] = sections
     others = set(replications(root)) - {BATTERY}
     reduced = {k: v for k, v in dag.items() if k not in others}
     reduced["tasks"] = tasks
+    reduced[BATTERY] = {**dag[BATTERY], "task": task}
     slug = model_slug(source)
     if slug in RESERVED or slug in others | {BATTERY}:
         raise SheetError(f"model {source!r}: its folder name {slug!r} is one the preset's outputs use; rename the "
@@ -86,14 +118,16 @@ def for_model(dag: Mapping[str, Any], source: str, root: str | Path = "replicati
 
 
 def check_task(cfg) -> None:
-    """The model ``cfg`` names can do the battery's task (a causal LM of a family heads supports): refused when
-    the workflow is planned, in one line, not when its first job loads it (an encoder such as ``mpnet``)."""
+    """The model ``cfg`` names can do the battery's task, ``cfg.task`` (a causal LM of a family heads supports on
+    ``lm``, an MPNet on ``retrieval``): refused when the workflow is planned, in one line, not when its first job
+    loads it (a BERT encoder, which neither task reads)."""
     from heads.plan import model_config
     from heads.tasks import get_task
     from heads.tasks.base import ModelMismatch
     from heads.tasks.text import check_family
 
     try:
-        check_family(model_config(cfg), get_task(TASK), cfg.model.source)
+        check_family(model_config(cfg), get_task(cfg.task), cfg.model.source)
     except ModelMismatch as exc:
-        raise SheetError(f"model {cfg.model.source!r}: the battery reads a causal LM; {exc}") from None
+        what = WHAT.get(cfg.task, f"a model of task {cfg.task!r}")
+        raise SheetError(f"model {cfg.model.source!r}: the battery reads {what}; {exc}") from None

@@ -79,7 +79,11 @@ _TASKS = {
     "lm": ("LlamaForCausalLM", lambda n: n),  # windows of exactly seq_len
     "mt": ("MarianMTModel", lambda n: n),  # each side cut to seq_len; a token is a source + a target token
     "cls": ("BertForSequenceClassification", lambda n: 2 * n + 3),  # [CLS] a [SEP] b [SEP]
+    # a group of 8 verse pairs: 16 sentences, each cut to seq_len (heads.tasks.retrieval.GROUP)
+    "retrieval": ("MPNetForRetrieval", lambda n: 16 * n),
 }
+# sentences an example holds where the model encodes each apart (attention spans one sentence, not the example)
+_SENTENCES = {"retrieval": 16}
 _LABELS = {"hub": 3, "offline": 2}  # MNLI's three classes; the offline paraphrase task's two
 
 
@@ -117,6 +121,10 @@ def model_config(cfg: RunConfig):
     if cfg.task == "lm":
         return models.llama_config(m.vocab, m.d, m.layers, m.heads, m.kv_heads or None, m.ff or None,
                                    max(m.max_len, n))
+    if cfg.task == "retrieval":
+        from heads.embedding import mpnet_config
+
+        return mpnet_config(m.vocab, m.d, m.layers, m.heads, m.ff or None, max(m.max_len, n))
     if cfg.task == "mt":
         return models.marian_config(m.vocab, m.d, m.layers, m.heads, m.ff or None, max(m.max_len, n + 2))
     labels = _LABELS.get(cfg.data.source, 2)
@@ -140,12 +148,13 @@ def shape(cfg: RunConfig) -> Shape:
         architecture, tokens_of = _TASKS[cfg.task]
         config = model_config(cfg)
         tokens = tokens_of(cfg.data.seq_len)
+        seq = tokens // _SENTENCES.get(cfg.task, 1)  # the length attention spans
         try:
-            flops = flops_per_token(config, None, tokens, architecture=architecture)
+            flops = flops_per_token(config, None, seq, architecture=architecture)
         except ValueError:  # a checkpoint of a class the task's default is not (a shipped Bergamot student is no
             # MarianMTModel): size the class its config names
             architecture = (getattr(config, "architectures", None) or [architecture])[0]
-            flops = flops_per_token(config, None, tokens, architecture=architecture)
+            flops = flops_per_token(config, None, seq, architecture=architecture)
         _SHAPES[key] = Shape(config, architecture, tokens, count_params(config, architecture=architecture),
                              flops.total, flops.forward, tuple(_site_heads(config)))
     return _SHAPES[key]
@@ -213,6 +222,8 @@ def run_config(e: RunSpec, preset: str) -> RunConfig:
 
 def _eval_examples(cfg: RunConfig) -> int:
     """Forward passes (in examples) of one ``task.evaluate``: mt decodes with ``beams`` hypotheses."""
+    if cfg.task == "retrieval":  # max_examples counts verse pairs; an example (what a token count is of) is 8
+        return math.ceil(cfg.eval.max_examples / 8)
     return cfg.eval.max_examples * (cfg.eval.beams if cfg.task == "mt" else 1)
 
 
@@ -238,7 +249,8 @@ def job_memory_mb(cfg: RunConfig, slack: float = 1.25, runtime_mb: int = 1024) -
     s, t = shape(cfg), cfg.train
     micro = math.ceil(cfg.data.batch_size / getattr(t, "accumulate", 1))
     wide = getattr(t, "precision", "fp32") == "fp32"
-    need = 16 * s.params + activation_bytes(s.config, s.tokens, micro, wide)
+    per = _SENTENCES.get(cfg.task, 1)  # sentences encoded apart: their attention is per sentence
+    need = 16 * s.params + activation_bytes(s.config, s.tokens // per, micro * per, wide)
     return math.ceil(need * slack / 2**20) + runtime_mb
 
 

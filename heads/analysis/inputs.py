@@ -25,3 +25,14 @@ def forward_inputs(model: nn.Module, batch: Mapping[str, Any], labels: bool = Tr
         if "decoder_input_ids" in named and "decoder_input_ids" not in out and prepare is not None:
             out["decoder_input_ids"] = prepare(labels=lab)
     return out
+
+
+def as_sentences(batch: Mapping[str, Any]) -> dict[str, Any]:
+    """A grouped batch (``input_ids`` ``[B, K, T]``: the retrieval task's K sentences per example, each encoded
+    apart) as ``[B * K, T]`` sentences, without its labels (they label groups, not sentences); any other batch as
+    it is. What reads attention per query position (roles) needs the sentences the attention runs over."""
+    ids = batch.get("input_ids")
+    if ids is None or ids.dim() != 3:
+        return dict(batch)
+    out = {k: v.reshape(-1, v.shape[-1]) for k, v in batch.items() if k in ("input_ids", "attention_mask")}
+    return out

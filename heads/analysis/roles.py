@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from heads.analysis.inputs import forward_inputs
+from heads.analysis.inputs import as_sentences, forward_inputs
 from heads.scoring.capture import attention_weights
 from heads.scoring.session import query_mask, scoring_mode
 from heads.surgery import HeadLayout, head_layout, site_map
@@ -157,7 +157,7 @@ def head_roles(model: nn.Module, batches: Iterable[Mapping[str, Any]],
     with scoring_mode(model, eager=True):
         layout = head_layout(model)
         for batch in batches:
-            batch = forward_inputs(model, batch)
+            batch = forward_inputs(model, as_sentences(batch))  # a retrieval group: its sentences
             current.clear()  # per-batch values (the batch, each stack's rarest tokens) start afresh
             current["batch"] = batch
             attention_weights(model, [batch], sink)

@@ -109,11 +109,11 @@ def cmd_claims(args: argparse.Namespace) -> int:
     from collections import Counter
 
     from heads.report import ClaimSpecError, evaluate_all, load_all, write_ledger
-    from heads.report.ledger import LedgerError, merge_baselines, merge_results, merged_environments
+    from heads.report.ledger import LedgerError, ledger_tasks, merge_baselines, merge_results, merged_environments
 
     out = claim_out(args.out, "claims", FOLDER, part="claims")  # beside the report's tables in the same folder
-    try:
-        claims = load_all(args.replications)
+    try:  # merged: each replication's claims on the task its ledger judged them on (the battery's model's)
+        claims = load_all(args.replications, tasks=ledger_tasks(args.ledgers) if args.ledgers else None)
     except ClaimSpecError as exc:
         raise fail(f"claims: {exc}") from None
     if not claims:

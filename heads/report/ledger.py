@@ -161,6 +161,22 @@ def _missing(claim: Claim, merged: bool) -> ClaimResult:
     return ClaimResult(claim, INCONCLUSIVE, note=f"not run: {why}", precondition="not measured")
 
 
+def ledger_tasks(paths: Sequence[str | Path]) -> dict[str, str]:
+    """Replication -> the one task its ledger's rows were judged on (``claims.csv``'s task column), for the
+    replications whose rows name one task: what :func:`heads.report.spec.load_all` reads their claims on, so a
+    merged ledger shows a battery run on another task's model as its own ledger did."""
+    found: dict[str, set[str]] = {}
+    for path in map(Path, paths):
+        csv_path = path.with_name("claims.csv")
+        if not csv_path.is_file():
+            continue
+        with csv_path.open(newline="", encoding=ENCODING) as f:
+            for row in csv.DictReader(f):
+                if row.get("task") not in (None, "", "–"):
+                    found.setdefault(row.get("replication", ""), set()).add(row["task"])
+    return {rep: next(iter(tasks)) for rep, tasks in found.items() if len(tasks) == 1}
+
+
 def merge_results(paths: Sequence[str | Path], claims: Sequence[Claim],
                   measurement: dict | list[dict] | None = None,
                   not_run: Mapping[str, str] | None = None) -> list[ClaimResult]:

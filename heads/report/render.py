@@ -105,7 +105,10 @@ def _claims_page(name: str, tree: RunTree, out: Path, replications: str | Path) 
     """The replication's ledger: ``claims.md``, ``claims.csv``, its tasks' ``baselines.{csv,md}`` and the
     environments its records name: what :mod:`heads.report.ledger` merges into the whole ledger."""
     tree.reset_reads()  # the environments of what the claims read, whatever the tables read before
-    results = evaluate_all(load_all(replications, [name]), tree)
+    # a replication whose runs are of one task (the --tasks the workflow gives it) has its claims read on that task
+    # where they follow their runs' (the battery on another model: heads.report.spec.load_claims)
+    task = {name: next(iter(tree.only))} if tree.only is not None and len(tree.only) == 1 else None
+    results = evaluate_all(load_all(replications, [name], task), tree)
     envs = tree.environments(read_only=True)
     written = write_ledger(results, out, tree.environment_note(read_only=True), tree, title=f"Claims: {name}",
                            page="claims.md")

@@ -184,8 +184,9 @@ def _number(raw: Mapping[str, Any], key: str, default: float | None, where: str)
     return number
 
 
-def parse_precondition(name: str, raw: Any, where: str) -> Precondition:
-    """One named precondition: ``{what, a: <selector>, [b: <selector>], at_least | at_most, why}``."""
+def parse_precondition(name: str, raw: Any, where: str, task: str | None = None) -> Precondition:
+    """One named precondition: ``{what, a: <selector>, [b: <selector>], at_least | at_most, why}`` (``task``: its
+    selectors' where they name none)."""
     if not isinstance(raw, Mapping):
         raise ClaimSpecError(f"{where}: precondition {name!r} must be a mapping")
     unknown = sorted(set(raw) - PRECONDITION_KEYS)
@@ -196,8 +197,9 @@ def parse_precondition(name: str, raw: Any, where: str) -> Precondition:
         raise ClaimSpecError(f"{where}: precondition {name!r} needs a: and at_least or at_most")
     low = _number(raw, "at_least", None, f"{where}: precondition {name!r}")
     high = _number(raw, "at_most", None, f"{where}: precondition {name!r}")
-    sel = _selector(raw["a"], {}, f"{where}: precondition {name}.a")
-    b = _selector(raw["b"], {}, f"{where}: precondition {name}.b") if raw.get("b") is not None else None
+    own = {"task": task} if task is not None else {}
+    sel = _selector(raw["a"], own, f"{where}: precondition {name}.a")
+    b = _selector(raw["b"], own, f"{where}: precondition {name}.b") if raw.get("b") is not None else None
     guards = raw.get("guards")
     if guards is not None and guards not in GUARDS:
         raise ClaimSpecError(f"{where}: precondition {name!r}: guards must be one of {list(GUARDS)} (the one "
@@ -220,12 +222,12 @@ def parse_precondition(name: str, raw: Any, where: str) -> Precondition:
                         guards, superseded, calibrate)
 
 
-def parse_preconditions(raw: Any, where: str) -> dict[str, Precondition]:
+def parse_preconditions(raw: Any, where: str, task: str | None = None) -> dict[str, Precondition]:
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
         raise ClaimSpecError(f"{where}: preconditions must be a mapping of name to precondition")
-    return {str(k): parse_precondition(str(k), v, where) for k, v in raw.items()}
+    return {str(k): parse_precondition(str(k), v, where, task) for k, v in raw.items()}
 
 
 def direct_of(pre: Precondition) -> str | None:
@@ -367,23 +369,70 @@ def shared_preconditions(root: str | Path) -> dict[str, Precondition]:
     return resolve_direct(parse_preconditions(doc.get("preconditions"), str(path)), str(path))
 
 
-def load_claims(path: str | Path, shared: Mapping[str, Precondition] | None = None) -> list[Claim]:
+def load_claims(path: str | Path, shared: Mapping[str, Precondition] | None = None,
+                task: str | None = None) -> list[Claim]:
     """The claims of one ``claims.yaml`` (replication name: the folder's); ``requires`` may name the shared
-    preconditions (``shared``; by default read from the folder above) and the file's own ``preconditions:``."""
+    preconditions (``shared``; by default read from the folder above) and the file's own ``preconditions:``.
+
+    A file whose claims follow the task its runs are of (the battery's: a top-level ``task:``, the task of every
+    claim and precondition naming none) is read on ``task`` where given: its ``tasks.<task>`` entry lays that
+    task's own keys over the named preconditions and claims (a ``not_tested`` where the task cannot give the
+    measure). Every entry of ``tasks`` is checked whatever ``task`` is; a task it has no entry for is refused."""
     path = Path(path)
     doc = _read_yaml(path)
     if not isinstance(doc, Mapping) or not isinstance(doc.get("claims"), list):
         raise ClaimSpecError(f"{path}: expected a mapping with a 'claims' list")
-    replication = str(doc.get("replication", path.parent.name))
+    default, overlays = doc.get("task"), doc.get("tasks") or {}
+    if not isinstance(overlays, Mapping) or (overlays and default is None):
+        raise ClaimSpecError(f"{path}: tasks must map a task to what changes on it, beside a top-level task:")
     if shared is None:
         shared = shared_preconditions(path.parent.parent)
-    named = resolve_direct({**shared, **parse_preconditions(doc.get("preconditions"), str(path))}, str(path))
+    for other in overlays:  # a typo in a task's entry fails whichever task is read
+        if other != task:
+            _read_claims(doc, path, shared, other)
+    if default is None or task in (None, default):
+        return _read_claims(doc, path, shared, default)
+    if task not in overlays:
+        raise ClaimSpecError(f"{path}: its claims are read on task {default!r}; it says nothing of task {task!r} "
+                             f"(tasks.{task}: what each claim and precondition becomes there)")
+    return _read_claims(doc, path, shared, task)
+
+
+def _over(raw: Any, own: Any, what: str, where: str) -> dict:
+    """``raw`` (a mapping of name to entry) with ``own``'s entries laid over the same names' keys."""
+    own = own or {}
+    if not isinstance(own, Mapping) or not all(isinstance(v, Mapping) for v in own.values()):
+        raise ClaimSpecError(f"{where}: {what} must map a name to the keys that change")
+    unknown = sorted(set(own) - set(raw or {}))
+    if unknown:
+        raise ClaimSpecError(f"{where}: {what} names {unknown}, which the file does not declare")
+    return {k: {**v, **own.get(k, {})} for k, v in (raw or {}).items()}
+
+
+def _read_claims(doc: Mapping, path: Path, shared: Mapping[str, Precondition], task: str | None) -> list[Claim]:
+    """``doc``'s claims on ``task`` (its ``tasks`` entry laid over, where it is not the file's own)."""
+    replication = str(doc.get("replication", path.parent.name))
+    own = {} if task == doc.get("task") else doc["tasks"][task]
+    where = f"{path}: tasks.{task}"
+    if not isinstance(own, Mapping) or set(own) - {"preconditions", "claims"}:
+        raise ClaimSpecError(f"{where}: must map preconditions and/or claims to what changes on the task")
+    raw_pre = _over(doc.get("preconditions"), own.get("preconditions"), "preconditions", where)
+    by_id = {str(c.get("id")): c for c in doc["claims"] if isinstance(c, Mapping)}
+    raw_claims = _over(by_id, own.get("claims"), "claims", where)
+    named = resolve_direct({**shared, **parse_preconditions(raw_pre, str(path), task)}, str(path))
     seeds_are = doc.get("seeds_are")
     if seeds_are is not None and not (isinstance(seeds_are, str) and seeds_are.strip()):
         raise ClaimSpecError(f"{path}: seeds_are must say in words what a seed is, got {seeds_are!r}")
-    claims = [parse_claim(raw, replication, f"{path}:claims[{i}]", named) for i, raw in enumerate(doc["claims"])]
+    claims = [parse_claim(_with_task(raw_claims.get(str(raw.get("id")), raw) if isinstance(raw, Mapping) else raw,
+                                     task), replication, f"{path}:claims[{i}]", named)
+              for i, raw in enumerate(doc["claims"])]
     # a claim's own seeds_are says what its seeds are where they differ from the file's (replicates of a procedure)
     return [replace(c, seeds_are=seeds_are.strip()) if seeds_are and c.seeds_are is None else c for c in claims]
+
+
+def _with_task(raw: Any, task: str | None) -> Any:
+    """A claim's mapping with the file's ``task`` where it names none."""
+    return {**raw, "task": raw.get("task", task)} if isinstance(raw, Mapping) and task is not None else raw
 
 
 def claim_order(claim: Claim) -> tuple:
@@ -392,14 +441,16 @@ def claim_order(claim: Claim) -> tuple:
     return tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p)
 
 
-def load_all(replications: str | Path, names: list[str] | None = None) -> list[Claim]:
-    """Every replication's claims (or only ``names``), in natural id order; ids must be unique."""
+def load_all(replications: str | Path, names: list[str] | None = None,
+             tasks: Mapping[str, str] | None = None) -> list[Claim]:
+    """Every replication's claims (or only ``names``), in natural id order; ids must be unique. ``tasks``: a
+    replication's task where its claims follow its runs' (:func:`load_claims`)."""
     root = Path(replications)
     files = sorted(root.glob("*/claims.yaml"))
     if names is not None:
         files = [f for f in files if f.parent.name in names]
     shared = shared_preconditions(root)  # read once for every replication
-    claims = [c for f in files for c in load_claims(f, shared)]
+    claims = [c for f in files for c in load_claims(f, shared, (tasks or {}).get(f.parent.name))]
     seen: dict[str, str] = {}
     for c in claims:
         if c.id in seen:

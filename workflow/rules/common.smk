@@ -209,11 +209,12 @@ if MODEL:  # the preset's allowance is sized for its own model: a larger one ask
     from heads.resolve import resolve
     from heads.sheet import task_overrides
 
-    from heads.battery import check_task
+    from heads.battery import BATTERY, check_task
 
-    _cfg = resolve("lm", PRESET, None, task_overrides(TASK_CONFIG["lm"]))
+    _task = D[BATTERY]["task"]  # what heads.battery.for_model read the model as (lm, retrieval)
+    _cfg = resolve(_task, PRESET, None, task_overrides(TASK_CONFIG[_task]))
     try:
-        check_task(_cfg)  # a model that is no causal LM of a supported family stops the plan here
+        check_task(_cfg)  # a model its task's families do not include stops the plan here
     except SheetError as e:
         raise ValueError(f"config {e}") from None
     except (OSError, ValueError) as e:  # e.g. a hub id offline: its first job says what is wrong
