@@ -224,3 +224,30 @@ def test_the_battery_on_mpnet_plans_under_its_own_folder_and_leaves_the_committe
     assert "analysis/shift" not in " ".join(outputs)  # no shift job (its table renders empty)
     assert _digests(repo / "results", mine) == before  # the committed SmolLM2 results, byte for byte
     assert "heads mask " in out and "--task retrieval" in out
+
+
+def test_report_yaml_reads_its_titles_and_captions_on_the_battery_task(tmp_path):
+    """report.yaml's ``tasks:`` lays a task's titles and captions over the tables' own on that task only; SmolLM2's
+    (the default) are unchanged, and an overlay naming no declared table fails whichever task is read."""
+    from heads.report.render import _declared
+    from heads.report.table_spec import TableSpecError
+
+    lm, _ = _declared("pretrained", "replications", "lm")
+    plain, _ = _declared("pretrained", "replications")
+    encoder, _ = _declared("pretrained", "replications", "retrieval")
+    assert {t: (s.title, s.caption) for t, s in lm.items() if s} == {t: (s.title, s.caption)
+                                                                    for t, s in plain.items() if s}
+    assert "270" in lm["masking"].caption and "270" not in encoder["masking"].caption
+    assert encoder["pruned"].title.startswith("The sentence encoder") and lm["pruned"].title.startswith("SmolLM2")
+    assert encoder["pruned"].columns == lm["pruned"].columns  # only the words change
+
+    rep = tmp_path / "mine"
+    rep.mkdir()
+    spec = "tables:\n  pruned:\n    rows: runs\n    by: [task]\n    columns: [task]\n    title: T\n    caption: C\n"
+    overlay = "figures: []\ntasks:\n  retrieval:\n    tables:\n      {}: {{title: R}}\n"
+    (rep / "report.yaml").write_text(spec + overlay.format("pruned"))
+    assert _declared("mine", tmp_path, "retrieval")[0]["pruned"].title == "R"
+    assert _declared("mine", tmp_path, "lm")[0]["pruned"].title == "T"
+    (rep / "report.yaml").write_text(spec + overlay.format("nope"))
+    with pytest.raises(TableSpecError, match="tasks.retrieval.tables.nope"):
+        _declared("mine", tmp_path, "lm")
