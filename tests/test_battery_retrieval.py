@@ -12,7 +12,7 @@ import pytest
 from test_workflow import needs_snakemake, snakemake, with_shipped_packages
 
 from heads.battery import BATTERY, CAUSAL, TASK_OF_TYPE, check_task, for_model, task_of
-from heads.sheet import SheetError, build, command_line, dag_for
+from heads.sheet import SheetError, build, command_line, preset_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 REPLICATIONS = ROOT / "replications"
@@ -39,7 +39,7 @@ def test_the_battery_reads_each_model_on_the_task_its_family_does(tmp_path):
 
 def test_for_model_writes_the_task_into_the_battery_and_labels_every_run_by_it(tmp_path):
     folder = mpnet_folder(tmp_path / "my-mpnet")
-    dag, slug = for_model(dag_for(REPLICATIONS, "pretrained"), str(folder), REPLICATIONS)
+    dag, slug = for_model(preset_settings(REPLICATIONS, "pretrained"), str(folder), REPLICATIONS)
     assert slug == "my-mpnet" and dag[BATTERY]["task"] == "retrieval"
     assert dag["tasks"]["retrieval"]["model"]["source"] == str(folder) and "lm" not in dag["tasks"]
     sheet = build(REPLICATIONS, dag)
@@ -51,7 +51,7 @@ def test_for_model_writes_the_task_into_the_battery_and_labels_every_run_by_it(t
     masks = [e for e in sheet.runs.values() if e.command == "mask"]
     assert all(e.options["units"] == ["head"] for e in masks)  # MHA: a key/value group is one head
     # the preset's own model is still read on its own task, unchanged
-    own = build(REPLICATIONS, dag_for(REPLICATIONS, "pretrained"))
+    own = build(REPLICATIONS, preset_settings(REPLICATIONS, "pretrained"))
     assert {own[label].task for label in own.of[BATTERY]} == {"lm"}
 
 
@@ -71,7 +71,7 @@ def test_a_model_its_task_cannot_read_is_refused_in_one_line_and_an_mpnet_is_not
 
 
 def test_a_task_setting_that_is_no_setting_is_refused():
-    dag = dag_for(REPLICATIONS, "pretrained", {"pretrained": {"task": "retrieval",
+    dag = preset_settings(REPLICATIONS, "pretrained", {"pretrained": {"task": "retrieval",
                                                               "by_task": {"retrieval": {"no_such": 1}}}})
     with pytest.raises(SheetError, match=r"by_task.retrieval sets \['no_such'\]"):
         build(REPLICATIONS, dag)
@@ -115,7 +115,7 @@ def test_every_battery_command_runs_on_a_tiny_mpnet_and_writes_what_the_claims_r
     from heads.cli import main
     from heads.report.spec import load_claims
 
-    dag = dag_for(REPLICATIONS, "pretrained", {**SMALL, "tasks": TINY})
+    dag = preset_settings(REPLICATIONS, "pretrained", {**SMALL, "tasks": TINY})
     sheet = build(REPLICATIONS, dag)
     runs = tmp_path / "runs"
     # baselines, then pruned models, then their fine-tunes and the analyses: the battery's, not the translation's

@@ -1291,7 +1291,7 @@ def test_a_replication_reads_only_the_runs_on_its_own_sheet(tmp_path):
 
 def test_speed_timings_with_a_nan_are_read_without_it():
     """A speed row whose examples count is NaN falls back to its examples/s; a NaN time is skipped."""
-    from heads.report.speed import samples as speed_samples
+    from heads.report.speed_records import samples as speed_samples
 
     rows = [{"ratio": 0.5, "batch": 1, "times": [0.5, float("nan"), 0.25], "examples": 10},
             {"ratio": 0.5, "batch": 2, "times": [0.5], "examples": float("nan"), "examples_per_s": 7.0}]
