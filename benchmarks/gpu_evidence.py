@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from heads.report.collect import read_jsonl_tolerant  # noqa: E402
-from heads.sheet import RunSpec, build, command_line, dag_for, layered  # noqa: E402
+from heads.sheet import RunSpec, build, command_line, layered, preset_settings  # noqa: E402
 from tools.visit import (  # noqa: E402
     BUDGET_S,
     CAPS,
@@ -130,7 +130,7 @@ class Visit:
                        {"tasks": {TASK: {"train": {"device": self.args.device}}}})
         if steps is not None:
             over = layered(over, {"tasks": {TASK: {"train": {"steps": steps}}}})
-        dag = dag_for(ROOT / "replications", PRESET, over)
+        dag = preset_settings(ROOT / "replications", PRESET, over)
         if steps is not None:  # C3: the layout from scratch trains as many steps as the L0 model had in all
             dag["voita2019"]["scratch_steps"] = steps + dag["voita2019"]["steps"]
         return build(ROOT / "replications", dag)
@@ -406,7 +406,7 @@ def archive(runs: Path, logs: Path, record: Path, dest: Path) -> None:
 def render(runs: Path, results: Path) -> int:
     """Each replication's tables, figures and ledger from ``runs``, then the merged ledger (``heads report`` and
     ``heads claims``, as the DAG's report rules call them). The sheet's labels do not depend on the steps."""
-    sheet = build(ROOT / "replications", dag_for(ROOT / "replications", PRESET))
+    sheet = build(ROOT / "replications", preset_settings(ROOT / "replications", PRESET))
     ledgers = []
     for replication, labels in sheet.of.items():
         out = results / replication

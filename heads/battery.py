@@ -89,7 +89,7 @@ def task_of(source: str, preset: str = BATTERY) -> str:
 
 
 def for_model(dag: Mapping[str, Any], source: str, root: str | Path = "replications") -> tuple[dict, str]:
-    """``dag`` (a preset's, from :func:`heads.sheet.dag_for`) reduced to the battery with its model read from
+    """``dag`` (a preset's, from :func:`heads.sheet.preset_settings`) reduced to the battery with its model read from
     ``source`` on the task it does (:func:`task_of`, written into the battery's settings as ``task``), and the slug
     its outputs are kept under. Refused where the preset has no battery, or where the dag's own task config already
     names another model."""

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from heads.metrics import perplexity
+from heads.task_metrics import perplexity
 
 KEY = "per_example"
 FILE = "examples.json"

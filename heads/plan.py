@@ -28,7 +28,7 @@ from heads.config import ConfigError, RunConfig
 from heads.sheet.assemble import build
 from heads.sheet.commands import as_word, flatten
 from heads.sheet.declare import RunSpec
-from heads.sheet.settings import dag_for
+from heads.sheet.settings import preset_settings
 
 # heads.flops (through heads.surgery) imports torch: it is imported where a model is sized, so the command
 # line's parser, which reads the GPU table below for its help, starts without torch (~5 s a job).
@@ -410,7 +410,7 @@ def plan(preset: str, gpu_name: str = DEFAULT_GPU, mfu: float = DEFAULT_MFU,
         raise PlanError(f"{root}: holds no replication (a folder with runs.py); run from the repository root")
     seconds_per_flop = 1 / (g.tflops * 1e12 * mfu)
     try:
-        sheet = build(root, dag_for(root, preset, None))
+        sheet = build(root, preset_settings(root, preset, None))
     except ConfigError as exc:
         raise PlanError(str(exc)) from None
     jobs = [train_job(e, cfg) if e.command == "train" else analysis_job(e, cfg)

@@ -30,7 +30,7 @@ from heads.tasks import get_task
 from heads.train.checkpoint import check_history, check_identity, drop_weights
 from heads.train.distributed import leave
 from heads.train.loop import Hook, NonFiniteLoss, Trainer
-from heads.train.metrics import steps_to_target, time_to_target
+from heads.train.metrics_log import steps_to_target, time_to_target
 
 
 class RunConflict(InputError, RuntimeError):

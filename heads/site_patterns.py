@@ -1,6 +1,6 @@
 """Where each model family keeps its attention sites, stated once: module-path patterns with the layer index
 as their first group, the kind of attention and the stack. Head surgery finds sites through them
-(heads.surgery.families) and the report labels sites by them without loading a model (heads.report.sites);
+(heads.surgery.families) and the report labels sites by them without loading a model (heads.report.site_labels);
 this module imports nothing heavy."""
 
 from __future__ import annotations

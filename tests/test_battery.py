@@ -11,7 +11,7 @@ import pytest
 from test_workflow import needs_snakemake, snakemake, with_shipped_packages
 
 from heads.battery import BATTERY, for_model, model_slug
-from heads.sheet import SheetError, build, dag_for
+from heads.sheet import SheetError, build, preset_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 REPLICATIONS = ROOT / "replications"
@@ -41,7 +41,7 @@ def test_a_model_is_kept_under_a_name_of_its_own(tmp_path):
 
 def test_the_battery_alone_runs_on_the_named_model(tmp_path):
     folder = llama_folder(tmp_path / "my-llama")
-    dag, slug = for_model(dag_for(REPLICATIONS, "pretrained"), str(folder), REPLICATIONS)
+    dag, slug = for_model(preset_settings(REPLICATIONS, "pretrained"), str(folder), REPLICATIONS)
     assert slug == "my-llama"
     sheet = build(REPLICATIONS, dag)
     assert set(sheet.of) == {BATTERY}
@@ -58,16 +58,16 @@ def test_a_model_the_battery_cannot_take_is_refused_in_one_line(tmp_path, preset
     (tmp_path / "empty").mkdir()
     source = str(tmp_path / "empty") if source == "EMPTY" else source
     with pytest.raises(SheetError, match=message):
-        for_model(dag_for(REPLICATIONS, preset), source, REPLICATIONS)
+        for_model(preset_settings(REPLICATIONS, preset), source, REPLICATIONS)
 
 
 def test_a_model_named_twice_or_named_as_an_output_folder_is_refused(tmp_path):
     other = {"tasks": {"lm": {"model": {"source": "HuggingFaceTB/SmolLM2-360M"}}}}
     with pytest.raises(SheetError, match="give the model once"):
-        for_model(dag_for(REPLICATIONS, "pretrained", other), "smollm2", REPLICATIONS)
+        for_model(preset_settings(REPLICATIONS, "pretrained", other), "smollm2", REPLICATIONS)
     clash = llama_folder(tmp_path / "michel2019")
     with pytest.raises(SheetError, match="one the preset's outputs use"):
-        for_model(dag_for(REPLICATIONS, "pretrained"), str(clash), REPLICATIONS)
+        for_model(preset_settings(REPLICATIONS, "pretrained"), str(clash), REPLICATIONS)
 
 
 def _digests(folder: Path, skip: Path) -> dict[str, str]:

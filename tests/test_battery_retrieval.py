@@ -12,7 +12,7 @@ import pytest
 from test_workflow import needs_snakemake, snakemake, with_shipped_packages
 
 from heads.battery import BATTERY, CAUSAL, TASK_OF_TYPE, check_task, for_model, task_of
-from heads.sheet import SheetError, build, command_line, dag_for
+from heads.sheet import SheetError, build, command_line, preset_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 REPLICATIONS = ROOT / "replications"
@@ -39,7 +39,7 @@ def test_the_battery_reads_each_model_on_the_task_its_family_does(tmp_path):
 
 def test_for_model_writes_the_task_into_the_battery_and_labels_every_run_by_it(tmp_path):
     folder = mpnet_folder(tmp_path / "my-mpnet")
-    dag, slug = for_model(dag_for(REPLICATIONS, "pretrained"), str(folder), REPLICATIONS)
+    dag, slug = for_model(preset_settings(REPLICATIONS, "pretrained"), str(folder), REPLICATIONS)
     assert slug == "my-mpnet" and dag[BATTERY]["task"] == "retrieval"
     assert dag["tasks"]["retrieval"]["model"]["source"] == str(folder) and "lm" not in dag["tasks"]
     sheet = build(REPLICATIONS, dag)
@@ -51,7 +51,7 @@ def test_for_model_writes_the_task_into_the_battery_and_labels_every_run_by_it(t
     masks = [e for e in sheet.runs.values() if e.command == "mask"]
     assert all(e.options["units"] == ["head"] for e in masks)  # MHA: a key/value group is one head
     # the preset's own model is still read on its own task, unchanged
-    own = build(REPLICATIONS, dag_for(REPLICATIONS, "pretrained"))
+    own = build(REPLICATIONS, preset_settings(REPLICATIONS, "pretrained"))
     assert {own[label].task for label in own.of[BATTERY]} == {"lm"}
 
 
@@ -71,7 +71,7 @@ def test_a_model_its_task_cannot_read_is_refused_in_one_line_and_an_mpnet_is_not
 
 
 def test_a_task_setting_that_is_no_setting_is_refused():
-    dag = dag_for(REPLICATIONS, "pretrained", {"pretrained": {"task": "retrieval",
+    dag = preset_settings(REPLICATIONS, "pretrained", {"pretrained": {"task": "retrieval",
                                                               "by_task": {"retrieval": {"no_such": 1}}}})
     with pytest.raises(SheetError, match=r"by_task.retrieval sets \['no_such'\]"):
         build(REPLICATIONS, dag)
@@ -115,7 +115,7 @@ def test_every_battery_command_runs_on_a_tiny_mpnet_and_writes_what_the_claims_r
     from heads.cli import main
     from heads.report.spec import load_claims
 
-    dag = dag_for(REPLICATIONS, "pretrained", {**SMALL, "tasks": TINY})
+    dag = preset_settings(REPLICATIONS, "pretrained", {**SMALL, "tasks": TINY})
     sheet = build(REPLICATIONS, dag)
     runs = tmp_path / "runs"
     # baselines, then pruned models, then their fine-tunes and the analyses: the battery's, not the translation's
@@ -224,3 +224,30 @@ def test_the_battery_on_mpnet_plans_under_its_own_folder_and_leaves_the_committe
     assert "analysis/shift" not in " ".join(outputs)  # no shift job (its table renders empty)
     assert _digests(repo / "results", mine) == before  # the committed SmolLM2 results, byte for byte
     assert "heads mask " in out and "--task retrieval" in out
+
+
+def test_report_yaml_reads_its_titles_and_captions_on_the_battery_task(tmp_path):
+    """report.yaml's ``tasks:`` lays a task's titles and captions over the tables' own on that task only; SmolLM2's
+    (the default) are unchanged, and an overlay naming no declared table fails whichever task is read."""
+    from heads.report.render import _declared
+    from heads.report.table_spec import TableSpecError
+
+    lm, _ = _declared("pretrained", "replications", "lm")
+    plain, _ = _declared("pretrained", "replications")
+    encoder, _ = _declared("pretrained", "replications", "retrieval")
+    assert {t: (s.title, s.caption) for t, s in lm.items() if s} == {t: (s.title, s.caption)
+                                                                    for t, s in plain.items() if s}
+    assert "270" in lm["masking"].caption and "270" not in encoder["masking"].caption
+    assert encoder["pruned"].title.startswith("The sentence encoder") and lm["pruned"].title.startswith("SmolLM2")
+    assert encoder["pruned"].columns == lm["pruned"].columns  # only the words change
+
+    rep = tmp_path / "mine"
+    rep.mkdir()
+    spec = "tables:\n  pruned:\n    rows: runs\n    by: [task]\n    columns: [task]\n    title: T\n    caption: C\n"
+    overlay = "figures: []\ntasks:\n  retrieval:\n    tables:\n      {}: {{title: R}}\n"
+    (rep / "report.yaml").write_text(spec + overlay.format("pruned"))
+    assert _declared("mine", tmp_path, "retrieval")[0]["pruned"].title == "R"
+    assert _declared("mine", tmp_path, "lm")[0]["pruned"].title == "T"
+    (rep / "report.yaml").write_text(spec + overlay.format("nope"))
+    with pytest.raises(TableSpecError, match="tasks.retrieval.tables.nope"):
+        _declared("mine", tmp_path, "lm")

@@ -207,7 +207,8 @@ def test_about_is_science_or_engineering(tmp_path):
 
 def test_the_readme_block_counts_engineering_claims_apart(tmp_path):
     """The summary a README shows says how many of its claims are engineering facts, read from the specs of the
-    repository the ledger lies in; the brief form names the claims not run at the preset in one line."""
+    repository the ledger lies in; the brief form names the claims not run at the preset, and those not run yet,
+    in one line each."""
     from tools.readme import block
 
     repo = tmp_path / "repo"
@@ -215,13 +216,15 @@ def test_the_readme_block_counts_engineering_claims_apart(tmp_path):
     (repo / "replications" / "r" / "claims.yaml").write_text(yaml.safe_dump({"claims": [
         {"id": "S", "text": "s", "task": "lm", "kind": "value", "a": LOSS, "direction": "less", "about": "engineering"},
         {"id": "T", "text": "t", "task": "lm", "kind": "value", "a": LOSS, "direction": "less"},
-        {"id": "U", "text": "u", "task": "lm", "kind": "value", "a": LOSS, "direction": "less"}]}))
+        {"id": "U", "text": "u", "task": "lm", "kind": "value", "a": LOSS, "direction": "less"},
+        {"id": "V", "text": "v", "task": "lm", "kind": "value", "a": LOSS, "direction": "less"}]}))
     ledger = repo / "results" / "tiny" / "claims.csv"
     ledger.parent.mkdir(parents=True)
     head = "claim,replication,verdict,effect,ci_low,ci_high,paper_value,n_seeds,method,p_value,p_adjusted\n"
     ledger.write_text(head + "S,r,supported,0.1,0.05,0.2,,3,t,0.01,0.01\nT,r,inconclusive,,,,,0,,,\n"
-                      "U,r,not run at this preset,,,,,0,,,\n")
+                      "U,r,not run at this preset,,,,,0,,,\nV,r,not run yet,,,,,0,,,\n")
     text = block(ledger, brief=True)
-    assert text.startswith("3 claims: 1 supported, 1 inconclusive, 1 not run at this preset")
+    assert text.startswith("4 claims: 1 supported, 1 inconclusive, 1 not run yet, 1 not run at this preset")
+    assert "Not run yet (their replication's target has not run since they were declared): V." in text
     assert "Of these, 1 are engineering claims (speed, time, memory, bytes" in text and ": 1 supported." in text
     assert text.rstrip().endswith("Not run at this preset (their replication runs at another preset): U.")

@@ -15,7 +15,7 @@ from heads.report import RunTree, evaluate, load_all
 from heads.report.claims import direct_on_every_seed
 from heads.report.measures import precondition_values
 from heads.report.spec import ClaimSpecError, load_claims, shared_preconditions
-from heads.sheet import build, dag_for, longer_baselines
+from heads.sheet import build, longer_baselines, preset_settings
 
 LM = dict(metric="perplexity", sec_per_step=0.05, heads=8, params=100_000)
 SLOW = 200.0  # a validation curve still falling at the end: the projection says ~19 % more over twice the steps
@@ -172,7 +172,7 @@ def test_longer_baseline_on_all_seeds():
 
 
 def test_the_small_overprovisioning_sheet_reads_six_seeds_where_a1_and_a2_do():
-    sheet = build(REPLICATIONS, dag_for(REPLICATIONS, "small", None))
+    sheet = build(REPLICATIONS, preset_settings(REPLICATIONS, "small", None))
     mine = [sheet.runs[label] for label in sheet.of["overprovisioning"]]
 
     def seeds(variant: str, arm: str | None = None, task: str = "lm") -> list[int]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from heads.plan import PlanError, analysis_job, run_config, train_job
-from heads.sheet import build, dag_for
+from heads.sheet import build, preset_settings
 from tools import cpu_cost
 from tools.plan import main
 
@@ -19,7 +19,7 @@ REPLICATIONS = ROOT / "replications"
 
 @pytest.fixture(scope="module")
 def sheet():
-    return build(REPLICATIONS, dag_for(REPLICATIONS, "smoke"))
+    return build(REPLICATIONS, preset_settings(REPLICATIONS, "smoke"))
 
 
 def _benchmark(logs: Path, preset: str, label: str, seconds: float) -> None:

@@ -18,7 +18,7 @@ from heads.events import Dropout, L0Gates, Prune, Redundancy, Wave, first_action
     L0Gates(step=400, gates={"model.encoder.layers.0.self_attn": [1.0, 0.0, 0.7]}),
 ])
 def test_an_event_reads_back_as_it_was_written_through_a_json_line(event):
-    line = json.loads(json.dumps(event.record(), sort_keys=True))  # as heads.train.metrics.MetricsLog writes it
+    line = json.loads(json.dumps(event.record(), sort_keys=True))  # as heads.train.metrics_log.MetricsLog writes it
     assert line["event"] == event.KIND and line["step"] == event.step
     assert read([line], type(event)) == [event]
     others = [k for k in (Prune, Dropout, Redundancy, Wave, L0Gates) if k is not type(event)]

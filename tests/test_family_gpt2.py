@@ -16,7 +16,7 @@ from conftest import batch_for, build, build_with_biases, heads_to_remove, logit
 from transformers import GPT2Config, GPT2LMHeadModel, GPT2Model
 
 from heads.flops import count_params
-from heads.report.sites import site_label
+from heads.report.site_labels import site_label
 from heads.surgery import (
     head_layout,
     install,

@@ -15,7 +15,7 @@ from test_faults_cli import SHORT, refused, tree
 
 from heads.cli import main
 from heads.config import parse_overrides
-from heads.sheet import SheetError, custom, dag_for
+from heads.sheet import SheetError, custom, preset_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,7 +99,7 @@ def test_label_names_are_strings_whatever_yaml_11_would_make_of_them(tmp_path):
 def test_custom_labels_are_one_per_entry_whatever_their_ratios():
     entries = [{"label": "mine", "task": "lm", "strategy": "oneshot", "ratio": 0.5},
                {"label": "mine", "task": "lm", "strategy": "curriculum"}]
-    dag = dag_for(ROOT / "replications", "smoke")
+    dag = preset_settings(ROOT / "replications", "smoke")
     with pytest.raises(SheetError, match=r"labels \['mine'\] name more than one entry"):
         custom(ROOT / "replications", dag, entries)
     with pytest.raises(SheetError, match="ratio must be a number"):
@@ -108,7 +108,7 @@ def test_custom_labels_are_one_per_entry_whatever_their_ratios():
 
 def test_a_nested_dag_override_of_the_wrong_type_names_its_key():
     with pytest.raises(SheetError, match=r"dag\.smoke\.tasks\.lm: train\.steps: expected int, got 'abc'"):
-        dag_for(ROOT / "replications", "smoke", {"tasks": {"lm": {"train": {"steps": "abc"}}}})
+        preset_settings(ROOT / "replications", "smoke", {"tasks": {"lm": {"train": {"steps": "abc"}}}})
 
 
 # -- 6. file-system errors, memory and interruptions: one line --------------------------------------------------

@@ -18,11 +18,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import gpu_evidence as ge  # noqa: E402
 
-from heads.sheet import build, dag_for  # noqa: E402
+from heads.sheet import build, preset_settings  # noqa: E402
 
 
 def test_the_visit_runs_translation_only_and_every_entry_has_a_part():
-    sheet = build(ROOT / "replications", dag_for(ROOT / "replications", ge.PRESET))
+    sheet = build(ROOT / "replications", preset_settings(ROOT / "replications", ge.PRESET))
     assert sorted(sheet.of) == ["michel2019", "voita2019"]
     assert {e.task for e in sheet.runs.values()} == {"mt"}
     parts = {ge.part_of(e) for e in sheet.runs.values()}

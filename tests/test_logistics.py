@@ -48,7 +48,8 @@ def test_the_run_sheet_is_one_module_per_job():
 
     modules = sorted(p.stem for p in (ROOT / "heads" / "sheet").glob("*.py"))
     assert modules == ["__init__", "assemble", "commands", "custom_entries", "declare", "settings"]
-    assert {"RunSpec", "run_label", "baseline", "dag_for", "build", "command_line", "custom"} <= set(sheet.__all__)
+    exported = {"RunSpec", "run_label", "baseline", "preset_settings", "build", "command_line", "custom"}
+    assert exported <= set(sheet.__all__)
     assert sheet.RunSpec.__module__ == "heads.sheet.declare" and sheet.command_line.__module__ == "heads.sheet.commands"
     # no module shares a name with a function the package exports (`import heads.sheet.x as m` would be the function)
     assert not set(modules) & set(sheet.__all__)

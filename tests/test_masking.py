@@ -288,13 +288,13 @@ def test_michel2019_masks_the_shipped_translation_model_at_the_pretrained_preset
     """Every replicate reads the first shard's baseline (the model as shipped); one unit, heads (MHA)."""
     from pathlib import Path
 
-    from heads.sheet import build, dag_for
+    from heads.sheet import build, preset_settings
 
     root = Path(__file__).resolve().parents[1] / "replications"
-    sheet = build(root, dag_for(root, "pretrained"), names=["michel2019"])
+    sheet = build(root, preset_settings(root, "pretrained"), names=["michel2019"])
     masks = [e for e in sheet.runs.values() if e.command == "mask"]
     assert {e.arm for e in masks} == {"importance", "oracle"} and len(masks) == 13
     assert all(e.task == "mt" and e.paths["source"] == "mt/baseline/none/0.0/seed0" for e in masks)
     assert all(e.options["units"] == ["head"] for e in masks)
-    assert not [e for e in build(root, dag_for(root, "smoke"), names=["michel2019"]).runs.values()
+    assert not [e for e in build(root, preset_settings(root, "smoke"), names=["michel2019"]).runs.values()
                 if e.command == "mask"]

@@ -18,7 +18,7 @@ from test_workflow import needs_snakemake, planned, snakemake, with_shipped_pack
 
 from heads import names
 from heads.registry import UnknownName, check_name, known
-from heads.sheet import SheetError, check_config_names, dag_for
+from heads.sheet import SheetError, check_config_names, preset_settings
 from heads.yamlio import read_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,11 +35,11 @@ def test_name_lookups_do_not_import_torch():
         from heads.names import config_families
         from heads.presets import names as presets
         from heads.registry import check_name, known
-        from heads.sheet import check_config_names, dag_for
+        from heads.sheet import check_config_names, preset_settings
         listed = {kind: known(kind) for kind in ("task", "scorer", "strategy", "preset")}
         check_name("scorer", "importance", "here")
         for preset in presets():
-            dag_for("replications", preset)
+            preset_settings("replications", preset)
         check_config_names({"preset": "smoke", "dag": {"tiny": {}}}, "workflow/schemas/config.schema.yaml")
         config_families()
         assert all(listed.values()), listed
@@ -134,18 +134,18 @@ def test_a_bad_name_in_a_replications_settings_names_the_file_and_key(tmp_path):
     settings.write_text(text.replace("curve_scorers: [", "curve_scorers: [magic, ", 1))
     assert settings.read_text() != text
     with pytest.raises(SheetError) as info:
-        dag_for(root, "smoke")
+        preset_settings(root, "smoke")
     message = str(info.value)
     assert message.startswith(f"{settings}: smoke.curve_scorers[0]: unknown scorer 'magic'; known scorers: ["), message
     assert "'importance'" in message and "\n" not in message
     settings.write_text(text)
     # a task as a mapping's key (overprovisioning's ratios per task), from the workflow config's overrides
     with pytest.raises(SheetError, match=r"^dag\.smoke\.overprovisioning\.ratios\.qa: unknown task 'qa'; known"):
-        dag_for(root, "smoke", {"overprovisioning": {"ratios": {"qa": [0.5]}}})
+        preset_settings(root, "smoke", {"overprovisioning": {"ratios": {"qa": [0.5]}}})
     # a preset's settings under a name no preset has would never run: refused
     settings.write_text(text + "\ntny: null\n")
     with pytest.raises(SheetError, match=rf"^{re.escape(str(settings))}: tny: unknown preset 'tny'; known presets"):
-        dag_for(root, "smoke")
+        preset_settings(root, "smoke")
 
 
 @pytest.mark.parametrize("config,says", [
@@ -166,10 +166,10 @@ def test_a_preset_missing_from_a_replications_settings_means_not_run_there(tmp_p
     root = _replications(tmp_path, "michel2019")
     shutil.copytree(ROOT / "docs" / "examples" / "scorers", root / "scorers")
     assert "pretrained" not in read_yaml(root / "scorers" / "settings.yaml")
-    assert "scorers" not in dag_for(root, "pretrained") and "scorers" in dag_for(root, "smoke")
+    assert "scorers" not in preset_settings(root, "pretrained") and "scorers" in preset_settings(root, "smoke")
     with pytest.raises(SheetError, match=r"dag overrides name 'scorers', which does not run at preset 'gpu' \(.*"
                                          r"has no settings for it\)"):
-        dag_for(root, "gpu", {"scorers": {"ratio": 0.3}})
+        preset_settings(root, "gpu", {"scorers": {"ratio": 0.3}})
 
 
 def test_the_families_a_config_builds_from_are_the_builders():
@@ -186,12 +186,10 @@ def test_the_families_a_config_builds_from_are_the_builders():
 
 
 def test_site_kind_is_defined_once():
-    import importlib
-
     from heads import site_patterns
+    from heads.surgery import model_sites, site
 
-    site, sites = (importlib.import_module(f"heads.surgery.{m}") for m in ("site", "sites"))
-    assert site.SiteKind is site_patterns.SiteKind is sites.SiteKind
+    assert site.SiteKind is site_patterns.SiteKind is model_sites.SiteKind
     assert "SiteKind =" not in (ROOT / "heads" / "surgery" / "site.py").read_text()
 
 
@@ -257,8 +255,9 @@ def test_a_new_scorer_is_one_file_and_joins_a_replications_curves(tmp_path):
     config = tmp_path / "mine.yaml"
     config.write_text("dag:\n  smoke:\n    michel2019: {curve_scorers: [importance, lowest_index]}\n")
     # the settings check alone (a subprocess: the plugin's registration stays out of this one)
-    check = ("from heads.sheet import dag_for; "
-             "d = dag_for('replications', 'smoke', {'michel2019': {'curve_scorers': ['importance', 'lowest_index']}});"
+    check = ("from heads.sheet import preset_settings; "
+             "d = preset_settings('replications', 'smoke',"
+             " {'michel2019': {'curve_scorers': ['importance', 'lowest_index']}});"
              "print(d['michel2019']['curve_scorers'])")
     run = subprocess.run([sys.executable, "-c", check], cwd=ROOT, env=env, capture_output=True, text=True)
     assert run.returncode == 0 and "lowest_index" in run.stdout, run.stderr[-2000:]
@@ -269,7 +268,7 @@ def test_a_new_scorer_is_one_file_and_joins_a_replications_curves(tmp_path):
     # one curve per curve task and seed of michel2019 at smoke
     from heads.sheet import seeds_of
 
-    dag = dag_for(REPLICATIONS, "smoke")
+    dag = preset_settings(REPLICATIONS, "smoke")
     assert len(ours) == len(dag["michel2019"]["curve_tasks"]) * len(seeds_of(dag, "michel2019")) > 0, ours
     # without the plugin the same name is refused before any job, in one line pointing to the guide
     env.pop("HEADS_PLUGINS")

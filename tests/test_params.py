@@ -165,13 +165,13 @@ def test_a_refused_start_writes_nothing_so_the_corrected_command_is_not_refused(
 # -- what the project ships passes the same check ----------------------------------------------------------
 def _committed_entries():
     from heads.presets import names
-    from heads.sheet import SheetError, build, dag_for
+    from heads.sheet import SheetError, build, preset_settings
 
     roots = [ROOT / "replications", ROOT / "docs" / "examples"]
     for preset in names():
         for root in roots:
             try:
-                dag = dag_for(root, preset)
+                dag = preset_settings(root, preset)
             except SheetError:  # a replication not made for this preset
                 continue
             for entry in build(root, dag).runs.values():

@@ -37,9 +37,9 @@ def rendered() -> dict[str, dict[str, list[str]]]:
     """The tables and figures of every replication that runs at smoke, as its folder declares them (the
     pretrained one runs at its own preset only)."""
     from heads.report import artefacts, replications
-    from heads.sheet import dag_for
+    from heads.sheet import preset_settings
 
-    at_smoke = dag_for(ROOT / "replications", "smoke")
+    at_smoke = preset_settings(ROOT / "replications", "smoke")
     return {name: artefacts(name, ROOT / "replications") for name in replications(ROOT / "replications")
             if name in at_smoke}
 

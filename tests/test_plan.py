@@ -15,7 +15,7 @@ from heads.cli.common import UserError
 from heads.flops import flops_per_token
 from heads.plan import GPUS, activation_bytes, plan, run_config, shape
 from heads.plan import _curve_levels as curve_levels
-from heads.sheet import build, dag_for
+from heads.sheet import build, preset_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 REPLICATIONS = ROOT / "replications"
@@ -28,7 +28,7 @@ def smoke():
 
 @pytest.fixture(scope="module")
 def sheet():
-    return build(REPLICATIONS, dag_for(REPLICATIONS, "smoke"))
+    return build(REPLICATIONS, preset_settings(REPLICATIONS, "smoke"))
 
 
 def test_counts_every_run_of_the_sheet(smoke, sheet):

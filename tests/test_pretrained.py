@@ -15,7 +15,7 @@ from heads.data import wiki
 from heads.report import RunTree, evaluate
 from heads.scoring import AblationParams, ablation_table, all_but_one
 from heads.scoring.significance import detectable_shift
-from heads.sheet import SheetError, build, dag_for
+from heads.sheet import SheetError, build, preset_settings
 from heads.surgery import install, sites
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,16 +104,16 @@ def test_the_pretrained_replication_runs_at_its_own_preset_only():
     """Its settings are null at every other preset, so the tiny default is unchanged; at its preset the
     translation replications run beside it (on the shipped Bergamot model), and the decoding-speed one on both
     shipped models; the from-scratch ones do not."""
-    tiny = dag_for(REPLICATIONS, "tiny")
+    tiny = preset_settings(REPLICATIONS, "tiny")
     assert "pretrained" not in tiny and "michel2019" in tiny
-    own = dag_for(REPLICATIONS, "pretrained")
+    own = preset_settings(REPLICATIONS, "pretrained")
     assert set(build(REPLICATIONS, own).of) == {"pretrained", "michel2019", "voita2019", "decoding"}
     with pytest.raises(SheetError, match="does not run at preset"):
-        dag_for(REPLICATIONS, "tiny", {"pretrained": {"ratios": [0.5]}})
+        preset_settings(REPLICATIONS, "tiny", {"pretrained": {"ratios": [0.5]}})
 
 
 def test_every_shard_is_a_seed_whose_runs_carry_it_in_their_own_config():
-    dag = dag_for(REPLICATIONS, "pretrained")
+    dag = preset_settings(REPLICATIONS, "pretrained")
     sheet = build(REPLICATIONS, dag)
     seeds = dag["seeds_of"].get("pretrained", dag["seeds"])
     trains = [e for e in sheet.runs.values() if e.command == "train"]
@@ -129,7 +129,7 @@ def test_every_shard_is_a_seed_whose_runs_carry_it_in_their_own_config():
 def test_the_masking_replicates_are_their_own_seeds_on_the_shipped_model():
     """Michel's unit: every replicate masks single query heads and whole groups, importance on its own slice of
     the scoring windows, all on one common test set; the oracle's job ranks by importance on its windows too."""
-    dag = dag_for(REPLICATIONS, "pretrained")
+    dag = preset_settings(REPLICATIONS, "pretrained")
     s = dag["pretrained"]
     masks = [e for e in build(REPLICATIONS, dag).runs.values() if e.command == "mask" and e.replication == "pretrained"]
     by_arm = {arm: sorted(e.seed for e in masks if e.arm == arm) for arm in {e.arm for e in masks}}

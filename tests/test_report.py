@@ -606,15 +606,18 @@ def test_whole_ledger_merges_the_replications_own_and_says_which_have_not_run(tr
     assert merged_environments([tmp_path / n for n in names[:2]]) == (
         "3 records from different environments: threads 1 (2) vs 2 (1)")
 
-    # one replication not run yet: its claims stay in the ledger, inconclusive, saying so
+    # one replication not run yet: its claims stay in the ledger, "not run yet" (not inconclusive: nothing was
+    # tested), saying so, and the page counts and explains them apart
     capsys.readouterr()
     part = tmp_path / "part"
     assert _cli(["claims", "--ledgers", *ledgers[1:], "--replications", str(REPLICATIONS), "--out", str(part)]) == 0
     rows = {r["claim"]: r for r in csv.DictReader((part / "claims.csv").open())}
     assert [r for r in rows] == [c.id for c in load_all(REPLICATIONS)]
     left = [c for c in load_all(REPLICATIONS, [names[0]]) if not c.not_tested]
-    assert left and all(rows[c.id]["verdict"] == "inconclusive" and f"`snakemake {names[0]}`, has not run"
+    assert left and all(rows[c.id]["verdict"] == "not run yet" and f"`snakemake {names[0]}`, has not run"
                         in rows[c.id]["note"] for c in left)
+    page = (part / "CLAIMS.md").read_text()
+    assert f"not run yet: {len(left)}" in page.splitlines()[2] and "*not run yet*: the claim's replication" in page
 
     # a ledger written before a claim was declared: merged, but without that claim's row
     old = tmp_path / "old" / "claims.csv"
@@ -626,7 +629,7 @@ def test_whole_ledger_merges_the_replications_own_and_says_which_have_not_run(tr
     assert _cli(["claims", "--ledgers", str(old), *ledgers[1:], "--replications", str(REPLICATIONS),
                  "--out", str(part)]) == 0
     rows = {r["claim"]: r for r in csv.DictReader((part / "claims.csv").open())}
-    assert rows[left[0].id]["verdict"] == "inconclusive" and "predates this claim" in rows[left[0].id]["note"]
+    assert rows[left[0].id]["verdict"] == "not run yet" and "predates this claim" in rows[left[0].id]["note"]
 
     # a replication that does not run at this preset (its settings are null there): not run, saying why
     assert _cli(["claims", "--ledgers", *ledgers, "--replications", str(REPLICATIONS), "--preset", "tiny",
@@ -1291,7 +1294,7 @@ def test_a_replication_reads_only_the_runs_on_its_own_sheet(tmp_path):
 
 def test_speed_timings_with_a_nan_are_read_without_it():
     """A speed row whose examples count is NaN falls back to its examples/s; a NaN time is skipped."""
-    from heads.report.speed import samples as speed_samples
+    from heads.report.speed_records import samples as speed_samples
 
     rows = [{"ratio": 0.5, "batch": 1, "times": [0.5, float("nan"), 0.25], "examples": 10},
             {"ratio": 0.5, "batch": 2, "times": [0.5], "examples": float("nan"), "examples_per_s": 7.0}]

@@ -11,7 +11,7 @@ from scipy import stats
 
 from heads.report.curves import curve_area, curve_series, interpolate, removable
 from heads.report.fmt import Table, fmt
-from heads.report.sites import site_kind, site_label
+from heads.report.site_labels import site_kind, site_label
 from heads.report.spec import ClaimSpecError, load_all, load_claims, parse_claim
 from heads.report.stats import (
     INCONCLUSIVE,
@@ -451,8 +451,8 @@ def test_optimizer_bytes_are_the_first_prunes_own(tmp_path):
 def test_no_retained_share_over_a_model_that_scores_almost_nothing():
     """A BLEU of 0.05 that moves to 1.4 would 'retain' 28x: below 1 % of the metric's range the values stand,
     the share is not computed, and measures built on it have nothing to measure."""
-    from heads.metrics import retained_defined
     from heads.report.estimators import curve_value as _curve_value
+    from heads.task_metrics import retained_defined
 
     noise = {"metric": "bleu", "points": [{"ratio": 0.0, "bleu": 0.05}, {"ratio": 0.25, "bleu": 1.4}]}
     curve = curve_series(noise)

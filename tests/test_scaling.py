@@ -12,7 +12,7 @@ import pytest
 
 from heads.report import RunTree, evaluate, load_all
 from heads.report.render import render_replication
-from heads.sheet import SheetError, build, dag_for, load_replication
+from heads.sheet import SheetError, build, load_replication, preset_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 REPLICATIONS = ROOT / "replications"
@@ -20,7 +20,7 @@ SWEEP = REPLICATIONS / "scaling"
 
 
 def _sheet(preset: str = "small", overrides: dict | None = None):
-    dag = dag_for(REPLICATIONS, preset, {"scaling": overrides} if overrides else None)
+    dag = preset_settings(REPLICATIONS, preset, {"scaling": overrides} if overrides else None)
     return build(REPLICATIONS, dag)
 
 
@@ -80,7 +80,7 @@ def test_the_smoke_sweep_is_two_sizes_on_one_seed():
     labels = sheet.of["scaling"]
     assert len(labels) == 10 and {sheet.runs[x].seed for x in labels} == {0}
     assert sheet.runs["lm/baseline/half/0.0/seed0"].config["model"] == {"d": 16, "heads": 2}
-    assert "scaling" not in dag_for(REPLICATIONS, "tiny")  # the default DAG has no room for it
+    assert "scaling" not in preset_settings(REPLICATIONS, "tiny")  # the default DAG has no room for it
 
 
 @pytest.mark.parametrize("sizes,says", [

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from heads.config import parse_overrides
-from heads.sheet import RunSpec, SheetError, baseline, build, check, command_line, custom, dag_for, run_label
+from heads.sheet import RunSpec, SheetError, baseline, build, check, command_line, custom, preset_settings, run_label
 
 ROOT = Path(__file__).resolve().parents[1]
-DAG = {preset: dag_for(ROOT / "replications", preset) for preset in ("smoke", "tiny", "small", "paper")}
+DAG = {preset: preset_settings(ROOT / "replications", preset) for preset in ("smoke", "tiny", "small", "paper")}
 
 
 def test_every_preset_builds_a_sheet_whose_runs_start_from_runs_on_it():
@@ -70,7 +70,7 @@ def test_a_run_must_start_from_a_run_on_the_sheet():
 
 def mine(preset: str, *entries: dict) -> tuple[dict, dict]:
     """The preset's DAG with these custom entries, and the runs each replication gains from them."""
-    dag = dag_for(ROOT / "replications", preset, {"custom": list(entries)})
+    dag = preset_settings(ROOT / "replications", preset, {"custom": list(entries)})
     return dag, custom(ROOT / "replications", dag, dag["custom"])
 
 
@@ -200,13 +200,13 @@ def test_the_convergence_yardstick_is_the_lm_baseline_trained_twice_its_steps_on
         assert longer[0].label in sheet.of[name]
     assert {e.label for e in longer} <= set(sheet.of["overprovisioning"])
     # a user's own step count (dag.<preset>.tasks) moves the yardstick with it; its seed follows theirs
-    mine = dag_for(ROOT / "replications", preset, {"seeds": [7, 8], "tasks": {"lm": {"train": {"steps": 123}}}})
+    mine = preset_settings(ROOT / "replications", preset, {"seeds": [7, 8], "tasks": {"lm": {"train": {"steps": 123}}}})
     longer = [e for e in build(ROOT / "replications", mine).runs.values()
               if e.variant == "baseline_2x" and e.arm == "none"]
     assert [(e.label, e.config["train"]["steps"]) for e in longer] == [
         (f"lm/baseline_2x/none/0.0/seed{s}", 246) for s in ((7, 8) if every else (7,))]
     with pytest.raises(SheetError, match="asks for 3 seeds, the replication has 2"):
-        build(ROOT / "replications", dag_for(ROOT / "replications", preset, {
+        build(ROOT / "replications", preset_settings(ROOT / "replications", preset, {
             "seeds": [7, 8], "training_time": {"longer_baseline": {"task": "lm", "factor": 2, "seeds": 3}}}))
 
 
@@ -239,12 +239,12 @@ def test_a_users_task_config_lies_under_every_run_of_that_task_and_its_own_keys_
     """dag.<preset>.tasks: your model and data reach every training run of the task (and snapshot analyses
     that take --task), a variant's own keys (fewer heads) stay its own, and other tasks are untouched."""
     user = {"model": {"source": "my/bert", "heads": 99}, "data": {"columns": {"text_a": "sentence1"}}}
-    dag = dag_for(ROOT / "replications", "smoke", {"tasks": {"lm": user}})
+    dag = preset_settings(ROOT / "replications", "smoke", {"tasks": {"lm": user}})
     sheet = build(ROOT / "replications", dag)
     lm_train = [e for e in sheet.runs.values() if e.task == "lm" and e.command == "train"]
     assert lm_train and all(e.config["model"]["source"] == "my/bert" for e in lm_train)
     assert all(e.config["data"]["columns"] == {"text_a": "sentence1"} for e in lm_train)
-    plain = build(ROOT / "replications", dag_for(ROOT / "replications", "smoke"))
+    plain = build(ROOT / "replications", preset_settings(ROOT / "replications", "smoke"))
     for e in lm_train:  # a variant that sets model.heads keeps its own value
         own = plain[e.label].config.get("model", {}).get("heads")
         assert e.config["model"]["heads"] == (own if own is not None else 99)
@@ -265,13 +265,13 @@ def test_a_replications_own_seeds_replace_the_presets_for_its_runs_only(tmp_path
     others = {sheet[label].seed for label in sheet.of["voita2019"]}
     assert michel == {0, 1, 2, 3, 4} and others == set(dag["seeds"]) == {0, 1, 2}
     # the workflow config's own seeds win (one seed for a quick look), over every replication's
-    quick = dag_for(ROOT / "replications", "small", {"seeds": [7]})
+    quick = preset_settings(ROOT / "replications", "small", {"seeds": [7]})
     assert "seeds_of" not in quick and {e.seed for e in build(ROOT / "replications", quick).runs.values()} == {7}
     # any replication may name its seeds; a malformed list is refused by name
-    mine = dag_for(ROOT / "replications", "tiny", {"voita2019": {"seeds": [3, 4]}})
+    mine = preset_settings(ROOT / "replications", "tiny", {"voita2019": {"seeds": [3, 4]}})
     assert mine["seeds_of"] == {"voita2019": [3, 4]}
     with pytest.raises(SheetError, match="seeds must be a list of distinct seeds"):
-        dag_for(ROOT / "replications", "tiny", {"voita2019": {"seeds": [1, 1]}})
+        preset_settings(ROOT / "replications", "tiny", {"voita2019": {"seeds": [1, 1]}})
 
 
 def test_training_time_prunes_by_the_reports_similarity_with_a_per_token_contrast_and_snapshots():

@@ -15,7 +15,7 @@ import pytest
 from smoke_dag import ROOT, copy_repo
 from test_workflow import SNAKEMAKE, needs_snakemake
 
-from heads.sheet import SheetError, build, custom, dag_for
+from heads.sheet import SheetError, build, custom, preset_settings
 
 TARGET = "michel2019"  # one replication's runs and renders: a small tree
 
@@ -73,7 +73,8 @@ def test_a_changed_replication_setting_reruns_exactly_the_jobs_it_affects(tmp_pa
     finished_tree(repo)
     mine = configfile(tmp_path, "dag:\n  smoke:\n    michel2019: {curve_step: 0.5}\n")
     planned = jobs(snakemake(repo, "-n", TARGET, "--configfile", mine))
-    sheet = build(ROOT / "replications", dag_for(ROOT / "replications", "smoke", {"michel2019": {"curve_step": 0.5}}))
+    over = {"michel2019": {"curve_step": 0.5}}
+    sheet = build(ROOT / "replications", preset_settings(ROOT / "replications", "smoke", over))
     curves = sorted(f"results/smoke/runs/{label}.json" for label in sheet.of["michel2019"]
                     if sheet[label].command == "curve")
     assert sorted(o for r, o in planned if r == "analyse") == curves and len(curves) == 16, planned
@@ -92,7 +93,7 @@ def test_a_run_folder_of_other_settings_is_refused_before_the_dag_in_one_line(tm
 
     repo = copy_repo(tmp_path / "repo")
     finished_tree(repo)
-    sheet = build(ROOT / "replications", dag_for(ROOT / "replications", "smoke"))
+    sheet = build(ROOT / "replications", preset_settings(ROOT / "replications", "smoke"))
     label = "mt/baseline/none/0.0/seed0"
     record = repo / "results" / "smoke" / "runs" / label / "config.json"
     record.write_text(json.dumps(train_config(sheet[label], "smoke", "results/smoke/runs", "resources/data")))
@@ -110,7 +111,7 @@ def test_a_run_folder_of_other_settings_is_refused_before_the_dag_in_one_line(tm
 
 def test_a_custom_ratio_contradicting_its_params_ratio_is_refused():
     """`ratio: 0.5` with `params.ratio: 0.25` was labelled 0.5 and pruned 0.25."""
-    dag = dag_for(ROOT / "replications", "smoke")
+    dag = preset_settings(ROOT / "replications", "smoke")
     entry = {"label": "mine", "task": "lm", "strategy": "oneshot", "ratio": 0.5, "params": {"ratio": 0.25}}
     with pytest.raises(SheetError, match=r"entry 'mine': ratio 0.5 and params.ratio 0.25 contradict"):
         custom(ROOT / "replications", dag, [entry])
@@ -140,7 +141,7 @@ def test_a_changed_entry_is_checked_as_its_command_will_check_it(tmp_path):
     """A strategy parameter no curve can take is refused when the plan is drawn, naming the entry."""
     from heads.freshness import settle
 
-    dag = dag_for(ROOT / "replications", "smoke", {"michel2019": {"curve_max": 2.0}})
+    dag = preset_settings(ROOT / "replications", "smoke", {"michel2019": {"curve_max": 2.0}})
     sheet = build(ROOT / "replications", dag, names=["michel2019"])
     with pytest.raises(SheetError, match=r"analysis/curve\w*/\w+/seed0: strategy.params.max_ratio: 2.0 is outside"):
         settle(sheet, "smoke", str(tmp_path / "runs"), "resources/data", str(tmp_path / ".settings"))

@@ -7,7 +7,7 @@ from conftest import FAMILIES, batch_for, build
 from heads.surgery import install
 from heads.tasks.batching import Batcher
 from heads.train.dropout import get_dropout, set_dropout
-from heads.train.metrics import steps_to_target, time_to_target
+from heads.train.metrics_log import steps_to_target, time_to_target
 from heads.train.schedule import lr_at
 
 

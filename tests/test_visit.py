@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from heads.plan import run_config
-from heads.sheet import build, dag_for
+from heads.sheet import build, preset_settings
 from tools.plan import main
 from tools.visit import (
     ALLOWANCE_S,
@@ -36,7 +36,7 @@ TOOK = {"baseline": 150.0, "l0": 80.0, "roles": 20.0, "ablation": 100.0, "curve/
 
 @pytest.fixture(scope="module")
 def entries():
-    sheet = build(REPLICATIONS, dag_for(REPLICATIONS, PRESET, None))
+    sheet = build(REPLICATIONS, preset_settings(REPLICATIONS, PRESET, None))
     return [e for e in sheet.runs.values() if e.task == TASK]
 
 

@@ -39,13 +39,13 @@ def with_shipped_packages(tmp_path: Path) -> dict:
 def test_dry_run_resolves_every_preset(preset, tmp_path):
     import re
 
-    from heads.sheet import build, dag_for
+    from heads.sheet import build, preset_settings
 
     run = snakemake("-n", "--forceall", "--config", f"preset={preset}", env=with_shipped_packages(tmp_path))
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-3000:]
     counts = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.M)}
-    sheet = build(ROOT / "replications", dag_for(ROOT / "replications", preset))
+    sheet = build(ROOT / "replications", preset_settings(ROOT / "replications", preset))
     # one job per entry of the run sheet, and every replication's tables, figures and ledger page
     assert counts["train"] == len(sheet.labels("train")) + len(sheet.labels("prune")), counts
     assert counts["analyse"] == len(sheet.runs) - counts["train"], counts
@@ -76,13 +76,13 @@ def test_every_committed_result_lies_in_its_presets_folder():
 @pytest.mark.parametrize("replication", ["michel2019", "training_time"])
 def test_a_replication_is_a_target_of_its_own_name(replication):
     """``snakemake michel2019`` plans that replication's run-sheet entries and renders, and none of another's."""
-    from heads.sheet import build, dag_for
+    from heads.sheet import build, preset_settings
 
     run = snakemake("-n", "--forceall", replication, "--config", "preset=smoke")
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-3000:]
     counts = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.M)}
-    sheet = build(ROOT / "replications", dag_for(ROOT / "replications", "smoke"))
+    sheet = build(ROOT / "replications", preset_settings(ROOT / "replications", "smoke"))
     mine = sheet.of[replication]
     assert counts["train"] + counts.get("analyse", 0) == len(mine), counts
     assert counts["replication_claims"] == 1 and "claims" not in counts, counts

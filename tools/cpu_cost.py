@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from heads.plan import Job, PlanError, analysis_job, run_config, train_job
-from heads.sheet import RunSpec, Sheet, build, dag_for
+from heads.sheet import RunSpec, Sheet, build, preset_settings
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class Calibration:
 def _jobs(preset: str, root: str | Path) -> tuple[dict[str, Job], Sheet]:
     """Every sheet entry of ``preset`` costed in FLOPs, and the sheet (``of``: the labels each replication
     needs)."""
-    sheet = build(root, dag_for(root, preset, None))
+    sheet = build(root, preset_settings(root, preset, None))
     jobs = {label: train_job(e, cfg) if e.command == "train" else analysis_job(e, cfg)
             for label, e in sheet.runs.items() for cfg in [run_config(e, preset)]}
     return jobs, sheet

@@ -71,7 +71,7 @@ def _visit(args: argparse.Namespace):
     """The visit's part-by-part estimate for ``args.preset`` from the archives ``args.visits`` (default: every
     archive in results/gpu/visits, oldest first, at the gpu preset)."""
     from heads.config import ConfigError
-    from heads.sheet import build, dag_for
+    from heads.sheet import build, preset_settings
     from tools.visit import TASK, estimate, read_visit
 
     paths = args.visits
@@ -88,7 +88,7 @@ def _visit(args: argparse.Namespace):
         except (OSError, ValueError) as exc:
             raise fail(f"--visits: {one_line(exc)}") from None
     try:
-        sheet = build(args.replications, dag_for(args.replications, args.preset, None))
+        sheet = build(args.replications, preset_settings(args.replications, args.preset, None))
     except ConfigError as exc:
         raise fail(str(exc)) from None
     entries = [e for e in sheet.runs.values() if e.task == TASK]

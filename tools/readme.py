@@ -45,7 +45,8 @@ PLAN, PLAN_END = re.compile(r"^<!-- plan: (?P<preset>\S+) -->$"), "<!-- /plan --
 FILES = (Path("README.md"), Path("docs/RESULTS.md"), Path("docs/GUIDE.md"))
 UNTESTED = "not tested at this scale"
 NOT_RUN = "not run at this preset"
-ORDER = ("supported", "not supported", "inconclusive", "failed", "not tested at this scale", NOT_RUN)
+NOT_YET = "not run yet"
+ORDER = ("supported", "not supported", "inconclusive", "failed", "not tested at this scale", NOT_YET, NOT_RUN)
 
 
 class ReadmeError(ValueError):
@@ -90,8 +91,9 @@ def block(ledger: Path, shown: str | None = None, brief: bool = False) -> str:
                ["| claim | verdict | effect [95 % CI] | n | measured |", "| --- | --- | --- | --- | --- |"])]
     untested = [r["claim"] for r in rows if r["verdict"] == UNTESTED] if brief else []
     not_run = [r["claim"] for r in rows if r["verdict"] == NOT_RUN] if brief else []
+    not_yet = [r["claim"] for r in rows if r["verdict"] == NOT_YET] if brief else []
     for r in rows:
-        if r["claim"] in untested or r["claim"] in not_run:
+        if r["claim"] in untested or r["claim"] in not_run or r["claim"] in not_yet:
             continue
         effect = _number(r["effect"])
         if effect and _number(r["ci_low"]) and _number(r["ci_high"]):
@@ -102,6 +104,9 @@ def block(ledger: Path, shown: str | None = None, brief: bool = False) -> str:
         lines.append(row if brief else f"{row} {measured} |")
     if untested:
         lines += ["", f"{UNTESTED.capitalize()} (the ledger says why): {', '.join(untested)}."]
+    if not_yet:
+        lines += ["", f"{NOT_YET.capitalize()} (their replication's target has not run since they were declared): "
+                      f"{', '.join(not_yet)}."]
     if not_run:
         lines += ["", f"{NOT_RUN.capitalize()} (their replication runs at another preset): {', '.join(not_run)}."]
     return "\n".join(lines)

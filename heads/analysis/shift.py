@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from heads.metrics import higher_is_better
+from heads.task_metrics import higher_is_better
 
 Evaluate = Callable[[Any, str | None], Mapping[str, Any]]  # (model, dataset or None = the task's own) -> result
 

@@ -94,10 +94,10 @@ def _not_run_at(args: argparse.Namespace) -> dict[str, str]:
     if not getattr(args, "preset", None):
         return {}
     from heads.sheet.declare import SheetError
-    from heads.sheet.settings import dag_for, replications
+    from heads.sheet.settings import preset_settings, replications
 
     try:
-        running = dag_for(args.replications, args.preset)
+        running = preset_settings(args.replications, args.preset)
     except (SheetError, KeyError, FileNotFoundError) as exc:
         raise fail(f"claims: --preset {args.preset}: {exc}") from None
     return {name: f"replication {name!r} does not run at preset {args.preset!r} (its settings.yaml sets it to null)"

@@ -36,6 +36,7 @@ from heads.report.stats import (
     NOT_RUN,
     NOT_SUPPORTED,
     NOT_TESTED,
+    NOT_YET,
     SUPPORTED,
     VERDICTS,
     Decision,
@@ -563,8 +564,10 @@ def _interval(e: Estimate, exact: bool = False) -> str:
 def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger",
                     environments: str | None = None) -> str:
     """``CLAIMS.md``: counts per verdict, the rule, then one row per claim."""
-    counts = {v: sum(r.verdict == v for r in results) for v in VERDICTS if v != NOT_RUN}
-    not_run = sum(r.verdict == NOT_RUN for r in results)
+    counts = {v: sum(r.verdict == v for r in results) for v in VERDICTS if v not in (NOT_RUN, NOT_YET)}
+    not_run, not_yet = (sum(r.verdict == v for r in results) for v in (NOT_RUN, NOT_YET))
+    if not_yet:  # said only where a merged ledger lacks a replication's rows (its target has not run yet)
+        counts[NOT_YET] = not_yet
     if not_run:  # said only where a merged ledger has claims its preset does not run
         counts[NOT_RUN] = not_run
     design = _design_rules(results)
@@ -602,7 +605,10 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
         "interval, every seed must give the same value and meet the condition. *failed*: a run the claim needs "
         "diverged. *not tested at this scale*: the models do not meet the claim's precondition (what they must "
         "reach for the claim to apply), "
-        "with the measured numbers" + ("; *not run at this preset*: the claim's replication does not run at this "
+        "with the measured numbers"
+        + ("; *not run yet*: the claim's replication runs at this preset, but its target has not run since the "
+           "claim was declared, so nothing was measured (the note names the target)" if not_yet else "")
+        + ("; *not run at this preset*: the claim's replication does not run at this "
                                        "preset (its settings say null), so nothing was measured" if not_run else "")
         + ". A verdict marked *(fragile)* changed when benchmarks/bench_perturbation.py "
         "re-ran its runs under another kernel instruction set and thread count (results/bench/perturbation.md). "

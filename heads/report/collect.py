@@ -30,10 +30,10 @@ from heads.events import Dropout, Prune, Redundancy, Wave
 from heads.events import read as read_events
 from heads.examples import FILE as EXAMPLES_FILE
 from heads.examples import ExampleValues, path_beside
-from heads.metrics import TASK_METRIC, retained_defined
-from heads.report.sites import site_kind
+from heads.report.site_labels import site_kind
 from heads.sheet.declare import fmt_ratio, run_label
-from heads.train.metrics import first_reaching
+from heads.task_metrics import TASK_METRIC, retained_defined
+from heads.train.metrics_log import first_reaching
 
 BASELINE = {"variant": "baseline", "arm": "none", "ratio": 0.0}
 DEFAULT_TOL = 0.01  # time- and steps-to-target: 1 % above the baseline's median final validation loss

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from heads.metrics import higher_is_better, retained_defined
 from heads.report.collect import number
+from heads.task_metrics import higher_is_better, retained_defined
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class Curve:
 def curve_series(data: Mapping[str, Any], fld: str | None = None) -> Curve | None:
     """The usable points of one curve JSON; ``retained`` is the field relative to level 0, oriented so that
     1 = nothing lost and smaller = worse (None at every level where level 0 scores too near zero:
-    :func:`heads.metrics.retained_defined`). None when there is no level 0 or no usable value."""
+    :func:`heads.task_metrics.retained_defined`). None when there is no level 0 or no usable value."""
     fld = fld or data.get("metric") or "loss"
     points = [p for p in data.get("points", []) if isinstance(p, dict) and number(p.get("ratio")) is not None
               and number(p.get(fld)) is not None]

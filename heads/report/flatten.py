@@ -13,7 +13,7 @@ from typing import Any
 
 from heads.report.collect import as_dict, as_list, number
 from heads.report.curves import curve_series
-from heads.report.sites import site_kind, site_label
+from heads.report.site_labels import site_kind, site_label
 
 Flatten = Callable[[Any, str, "float | None"], Iterator[dict]]
 BLEU_ALPHA = 0.01  # the level Michel et al. test single heads at, as the claims do

@@ -34,7 +34,7 @@ from heads.report.collect import ENCODING
 from heads.report.fmt import Table
 from heads.report.robustness import robustness
 from heads.report.spec import Claim
-from heads.report.stats import INCONCLUSIVE, METHOD, METHOD_EXAMPLES, NOT_RUN, VERDICTS, Estimate
+from heads.report.stats import METHOD, METHOD_EXAMPLES, NOT_RUN, NOT_YET, VERDICTS, Estimate
 
 ENVIRONMENTS = "environments.json"
 
@@ -158,7 +158,7 @@ def _missing(claim: Claim, merged: bool) -> ClaimResult:
            f"rerun `snakemake {claim.replication}` at this scale)" if merged else
            f"no ledger of replication {claim.replication!r} was merged (its target, `snakemake "
            f"{claim.replication}`, has not run at this scale)")
-    return ClaimResult(claim, INCONCLUSIVE, note=f"not run: {why}", precondition="not measured")
+    return ClaimResult(claim, NOT_YET, note=f"not run: {why}", precondition="not measured")
 
 
 def ledger_tasks(paths: Sequence[str | Path]) -> dict[str, str]:
@@ -180,9 +180,10 @@ def ledger_tasks(paths: Sequence[str | Path]) -> dict[str, str]:
 def merge_results(paths: Sequence[str | Path], claims: Sequence[Claim],
                   measurement: dict | list[dict] | None = None,
                   not_run: Mapping[str, str] | None = None) -> list[ClaimResult]:
-    """Every declared claim, in the specs' order: from the ledger that has it, else *inconclusive* (not run), or
-    *not run at this preset* where its replication does not run at this preset (``not_run``: replication ->
-    why). ``measurement`` marks fragile verdicts, as :func:`heads.report.claims.evaluate_all` does."""
+    """Every declared claim, in the specs' order: from the ledger that has it, else *not run yet* (its replication's
+    target has not run since the claim was declared), or *not run at this preset* where its replication does not
+    run at this preset (``not_run``: replication -> why). ``measurement`` marks fragile verdicts, as
+    :func:`heads.report.claims.evaluate_all` does."""
     by_id = {c.id: c for c in claims}
     found: dict[str, tuple[ClaimResult, Path]] = {}
     for path in map(Path, paths):

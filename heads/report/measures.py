@@ -20,12 +20,12 @@ import numpy as np
 from heads.events import Prune
 from heads.events import read as read_events
 from heads.paired import paired_ttests
-from heads.report import decoding, speed
+from heads.report import decoding, speed_records
 from heads.report.collect import Run, RunTree, as_dict, as_list, number, reach_fields, same_ratio
 from heads.report.estimators import Share, site_kinds
 from heads.report.kinds import KINDS, RUN_KEYS, SOURCES, Kind
 from heads.report.rows import by_seed
-from heads.report.sites import site_kind
+from heads.report.site_labels import site_kind
 
 TTT_FIELDS = {"time_to_target", "steps_to_target", "cpu_time_to_target"}
 FROM_SOURCE = {"value_change"}  # run fields computed against the run a model was pruned from (RunTree)
@@ -470,7 +470,7 @@ def _speed(tree: RunTree, sel: Mapping[str, Any]) -> SeedValues:
     per_seed = by_seed(tree, "speed", task, "none")
     if not per_seed:
         return SeedValues(label, missing=[f"{task}: no analysis/speed/seed*.json"])
-    found = speed.replicates(per_seed, how, ratio, batch)
+    found = speed_records.replicates(per_seed, how, ratio, batch)
     return SeedValues(label, found.values, missing=[f"{label}: {m}" for m in found.missing], notes=found.notes)
 
 

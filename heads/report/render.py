@@ -36,11 +36,41 @@ def artefacts(name: str, root: str | Path = DEFAULT_REPLICATIONS) -> dict[str, l
 
 def tables(name: str, tree: RunTree, root: str | Path = DEFAULT_REPLICATIONS) -> Tables:
     """The tables replication ``name`` declares, over ``tree`` (each built when first asked for)."""
-    return Tables(tree, _declared(name, root)[0])
+    return Tables(tree, _declared(name, root, _one_task(tree))[0])
 
 
-def _declared(name: str, root: str | Path) -> tuple[dict[str, TableSpec | None], list[str]]:
-    """A replication's report.yaml: its table specs (None: built in) and its figures, checked."""
+def _one_task(tree: RunTree) -> str | None:
+    """The task of a tree read on one task (the ``--tasks`` the workflow gives a replication), else None."""
+    return next(iter(tree.only)) if tree.only is not None and len(tree.only) == 1 else None
+
+
+def _for_task(tables: dict, overlays: object, task: str | None, path: Path) -> dict:
+    """``tables`` with ``tasks.<task>.tables`` of report.yaml laid over them: each key given replaces the table's
+    own (a title or caption that names another model's layout). Every task's entry is checked, whichever is read."""
+    if overlays is None:
+        return tables
+    if not isinstance(overlays, dict):
+        raise TableSpecError(f"{path}: tasks must map a task's name to {{tables: {{TABLE: {{KEY: VALUE}}}}}}")
+    chosen = tables
+    for name, entry in overlays.items():
+        given = (entry or {}).get("tables") if isinstance(entry, dict) else None
+        if not isinstance(given, dict) or set(entry) - {"tables"}:
+            raise TableSpecError(f"{path}: tasks.{name} must be {{tables: {{TABLE: {{KEY: VALUE}}}}}}")
+        merged = dict(tables)
+        for table, keys in given.items():
+            if not isinstance(tables.get(table), dict) or not isinstance(keys, dict):
+                raise TableSpecError(f"{path}: tasks.{name}.tables.{table}: names no table declared with a spec "
+                                     "above, or is not a mapping of its keys")
+            merged[table] = {**tables[table], **keys}
+            TableSpec.parse(table, merged[table], f"{path} (tasks.{name})")  # a wrong overlay fails on every task
+        if name == task:
+            chosen = merged
+    return chosen
+
+
+def _declared(name: str, root: str | Path, task: str | None = None) -> tuple[dict[str, TableSpec | None], list[str]]:
+    """A replication's report.yaml: its table specs (None: built in), as read on ``task`` where it says how
+    (``tasks:``), and its figures, checked."""
     path = Path(root) / name / "report.yaml"
     if not path.is_file():
         raise TableSpecError(f"unknown replication {name!r}; known: {replications(root)} (no {path})")
@@ -52,6 +82,7 @@ def _declared(name: str, root: str | Path) -> tuple[dict[str, TableSpec | None],
         tables = dict.fromkeys(tables)
     if not isinstance(tables, dict):
         raise TableSpecError(f"{path}: tables must map each table's name to its spec (empty: built in)")
+    tables = _for_task(tables, doc.get("tasks"), task, path)
     specs = {t: None if raw is None else TableSpec.parse(t, raw, str(path)) for t, raw in tables.items()}
     for kind, names, known in (("tables", [t for t, s in specs.items() if s is None], BUILT_IN),
                                ("figures", figures, FIGURES)):
@@ -83,7 +114,7 @@ def render_replication(
     ``only``: just that one artefact (a table stem, ``<figure>.png``, or ``claims``), so the workflow can
     regenerate exactly what is missing.
     """
-    specs, figures = _declared(name, replications)
+    specs, figures = _declared(name, replications, _one_task(tree))
     tables, out = Tables(tree, specs), Path(out)
     if only is not None:
         return _render_one(name, specs, figures, tables, out, replications, only)
@@ -107,7 +138,7 @@ def _claims_page(name: str, tree: RunTree, out: Path, replications: str | Path) 
     tree.reset_reads()  # the environments of what the claims read, whatever the tables read before
     # a replication whose runs are of one task (the --tasks the workflow gives it) has its claims read on that task
     # where they follow their runs' (the battery on another model: heads.report.spec.load_claims)
-    task = {name: next(iter(tree.only))} if tree.only is not None and len(tree.only) == 1 else None
+    task = {name: _one_task(tree)} if _one_task(tree) is not None else None
     results = evaluate_all(load_all(replications, [name], task), tree)
     envs = tree.environments(read_only=True)
     written = write_ledger(results, out, tree.environment_note(read_only=True), tree, title=f"Claims: {name}",

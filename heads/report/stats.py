@@ -52,7 +52,10 @@ NOT_TESTED = "not tested at this scale"
 # a merged ledger's claim whose replication does not run at its preset at all: nothing was measured, so it is
 # not "not tested at this scale" (the models measured and did not meet a precondition)
 NOT_RUN = "not run at this preset"
-VERDICTS = (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, FAILED, NOT_TESTED, NOT_RUN)
+# a merged ledger's claim whose replication does run at its preset but whose ledger is missing or older than the
+# claim: nothing was measured yet, so it is neither "inconclusive" (a test that could not decide) nor "not tested"
+NOT_YET = "not run yet"
+VERDICTS = (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, FAILED, NOT_TESTED, NOT_YET, NOT_RUN)
 DIRECTIONS = ("greater", "less")
 TESTS = ("directional", "equivalence", "exact")
 METHOD = {"directional": "one-sided t-test, Student-t 95 % interval over seeds",

@@ -25,7 +25,7 @@ Aggregates over a group's rows (a failed run's row counts in ``n_ok``/``n_failed
 ``median``, ``max``, ``first``, ``only`` (the one value all rows share, else empty), ``mode`` (the most frequent; ties:
 the smallest), ``tally`` (``k/n``: true of those with a value), ``share`` (the share of rows where it is true),
 ``majority`` (``*`` when true in more than half of the rows), ``ci FIELD [RANGE]`` (mean, Student-t 95 %
-interval: three names; RANGE a bounded metric of heads.metrics, or a field naming it), ``vs_baseline FIELD``
+interval: three names; RANGE a bounded metric of heads.task_metrics, or a field naming it), ``vs_baseline FIELD``
 (the mean over seeds of FIELD over the same seed's baseline run's) and ``over_baseline FIELD`` (the mean of
 FIELD over the mean of the task's baseline runs').
 """
@@ -39,13 +39,13 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from heads.metrics import RANGE
 from heads.report.collect import BASELINE, RunTree, mean, number
 from heads.report.fmt import Table
 from heads.report.kinds import KINDS
 from heads.report.rows import rows
-from heads.report.sites import site_order
+from heads.report.site_labels import site_order
 from heads.report.stats import estimate
+from heads.task_metrics import RANGE
 
 SPEC_KEYS = {"title", "rows", "where", "by", "per_seed", "sort", "columns", "formats", "caption", "skip_task_unless"}
 
@@ -55,7 +55,7 @@ class TableSpecError(ValueError):
 
 
 def ci(values: Sequence[Any], metric: str | None = None) -> list[float | None]:
-    """``[mean, ci_low, ci_high]`` over the non-missing values; with a bounded ``metric`` (heads.metrics.RANGE)
+    """``[mean, ci_low, ci_high]`` over the non-missing values; with a bounded ``metric`` (heads.task_metrics.RANGE)
     the interval is clipped to the values the metric can take."""
     est = estimate([v for v in values if number(v) is not None])  # a NaN in one row is not a crash of the table
     low, high = est.ci_low, est.ci_high

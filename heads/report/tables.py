@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 
-from heads.metrics import higher_is_better
-from heads.report import speed
+from heads.report import speed_records
 from heads.report.collect import BASELINE, Run, RunTree, as_dict, mean, number
 from heads.report.fmt import Table, records
 from heads.report.rows import by_seed
 from heads.report.table_spec import TableSpec, ci, group_by
+from heads.task_metrics import higher_is_better
 
 CI = ["mean", "ci_low", "ci_high"]
 
@@ -43,10 +43,11 @@ def speed_table(tree: RunTree) -> Table:
         cells = sorted({(float(r["ratio"]), int(r["batch"])) for rs in per_seed.values() for r in rs},
                        key=lambda c: (c[1], c[0]))
         for ratio, batch in cells:
-            found = [r for rs in per_seed.values() if (r := speed.row_at(rs, ratio, batch)) is not None]
-            # the claims' replicates (heads.report.speed): the seeds' jobs, or one job's paired repeats
-            speedup, low, high = ci(speed.replicates(per_seed, "speedup", ratio, batch).values.values())
-            rows.append([task, ratio, batch, len(found), mean(len(speed.samples([r], ratio, batch)) for r in found),
+            found = [r for rs in per_seed.values() if (r := speed_records.row_at(rs, ratio, batch)) is not None]
+            # the claims' replicates (heads.report.speed_records): the seeds' jobs, or one job's paired repeats
+            speedup, low, high = ci(speed_records.replicates(per_seed, "speedup", ratio, batch).values.values())
+            repeats = mean(len(speed_records.samples([r], ratio, batch)) for r in found)
+            rows.append([task, ratio, batch, len(found), repeats,
                          *(mean(r.get(k) for r in found) for k in ("heads", "params", "examples_per_s")),
                          speedup, low, high, mean(r.get("cpu_speedup") for r in found)])
     rows.sort(key=lambda r: (r[0], r[2], r[1]))
@@ -77,7 +78,7 @@ def differences_table(tree: RunTree) -> Table:
     rows = []
     for task in tree.tasks:
         metric = tree.metric(task, tree.runs)
-        higher = higher_is_better(metric or "")  # the metric's own direction (heads.metrics), stated once
+        higher = higher_is_better(metric or "")  # the metric's own direction (heads.task_metrics), stated once
         groups = _op_groups(tree, task)
         for (_, v1, s1, q1), scratch in groups.items():
             if v1 != "scratch":

@@ -13,7 +13,7 @@ report reads. Nothing is ever parsed back out of a folder name.
 One job per module, in the order a sheet is made:
 
 - :mod:`heads.sheet.declare`: an entry and its label, and the entries replications share (what ``runs.py`` uses);
-- :mod:`heads.sheet.settings`: a preset's settings per replication, merged and checked (:func:`dag_for`);
+- :mod:`heads.sheet.settings`: a preset's settings per replication, merged and checked (:func:`preset_settings`);
 - :mod:`heads.sheet.custom_entries`: a user's own strategies as entries of the replications they join;
 - :mod:`heads.sheet.assemble`: all entries as one checked :class:`Sheet` (:func:`build`);
 - :mod:`heads.sheet.commands`: an entry's ``heads`` command line (:func:`command_line`).
@@ -40,11 +40,11 @@ from heads.sheet.declare import (
     run_label,
     shard_config,
 )
-from heads.sheet.settings import check_config_names, dag_for, load_replication, replications, seeds_of
+from heads.sheet.settings import check_config_names, load_replication, preset_settings, replications, seeds_of
 
 __all__ = [
     "COMMANDS", "CUSTOM_JOINS", "LONGER", "Custom", "RunSpec", "Sheet", "SheetError", "analysis_label",
-    "analysis_overrides", "baseline", "build", "check", "check_config_names", "command_line", "custom", "dag_for",
-    "fmt_ratio", "layered", "load_replication", "longer_baselines", "masking_runs", "param_words", "replications",
-    "run_label", "seeds_of", "shard_config", "task_overrides", "train_overrides",
+    "analysis_overrides", "baseline", "build", "check", "check_config_names", "command_line", "custom", "fmt_ratio",
+    "layered", "load_replication", "longer_baselines", "masking_runs", "param_words", "preset_settings",
+    "replications", "run_label", "seeds_of", "shard_config", "task_overrides", "train_overrides",
 ]

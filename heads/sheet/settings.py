@@ -31,11 +31,11 @@ def replications(root: str | Path) -> list[str]:
     return sorted(p.parent.name for p in Path(root).glob("*/runs.py"))
 
 
-def dag_for(root: str | Path, preset: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The DAG's shape at ``preset``: the preset's ``seeds`` and each replication's settings (its folder's
-    ``settings.yaml`` at that preset; a replication whose settings there are null or absent does not run at it),
-    with ``overrides`` (``seeds``, ``custom``, ``tasks``, or a replication's
-    name mapping to keys that replace its own) on top. ``tasks`` maps a task to run-config sections (a user's
+def preset_settings(root: str | Path, preset: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A preset's settings, from which the sheet declares its runs: the preset's ``seeds`` and each replication's
+    settings (its folder's ``settings.yaml`` at that preset; a replication whose settings there are null or absent
+    does not run at it), with ``overrides`` (``seeds``, ``custom``, ``tasks``, or a replication's name mapping to
+    keys that replace its own) on top. ``tasks`` maps a task to run-config sections (a user's
     model and data) laid under every run of that task. A replication's settings may name its own ``seeds``
     (``seeds_of``), unless the overrides set the DAG's. The names in the settings (presets, and the tasks and
     scorers their ``settings.schema.yaml`` marks) are checked against the registries here, in one line naming

@@ -19,7 +19,7 @@ from heads.strategies.base import Strategy
 from heads.strategies.registry import register_strategy
 from heads.surgery import head_layout, set_gates
 from heads.surgery.families import family_of
-from heads.surgery.sites import site_map
+from heads.surgery.model_sites import site_map
 from heads.train.loop import Hook
 
 

@@ -10,9 +10,7 @@ from heads.surgery.gates import (
     repeat_batch,
     set_gates,
 )
-from heads.surgery.persist import CheckpointError, load, read_state, save
-from heads.surgery.prune import GroupedQueryError, apply_layout, prune_heads, ratio_layout, uniform_layout
-from heads.surgery.sites import (
+from heads.surgery.model_sites import (
     LAYOUT_KEY,
     HeadLayout,
     Site,
@@ -23,6 +21,8 @@ from heads.surgery.sites import (
     site_module,
     sites,
 )
+from heads.surgery.persist import CheckpointError, load, read_state, save
+from heads.surgery.prune import GroupedQueryError, apply_layout, prune_heads, ratio_layout, uniform_layout
 
 __all__ = [
     "LAYOUT_KEY",

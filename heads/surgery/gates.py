@@ -19,7 +19,7 @@ from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 from transformers.masking_utils import eager_mask, sdpa_mask
 
-from heads.surgery.sites import head_layout, site_module, sites
+from heads.surgery.model_sites import head_layout, site_module, sites
 
 GATE_ATTR = "heads_gate"
 GATED = "heads_gated"  # sdpa underneath: the fast path

@@ -34,8 +34,8 @@ from heads.io import (
     temp_dir_beside,
 )
 from heads.surgery.gates import install
+from heads.surgery.model_sites import LAYOUT_KEY, record_layout
 from heads.surgery.prune import apply_layout
-from heads.surgery.sites import LAYOUT_KEY, record_layout
 from heads.surgery.stock import read_config, rewrite
 
 WEIGHTS = "model.safetensors"

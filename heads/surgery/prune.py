@@ -17,8 +17,8 @@ from torch import nn
 
 from heads.surgery.families import Family, HeadSlice, family_of
 from heads.surgery.gates import GATE_ATTR
+from heads.surgery.model_sites import HeadLayout, Site, full_layout, head_layout, record_layout, site_map
 from heads.surgery.site import round_half_up
-from heads.surgery.sites import HeadLayout, Site, full_layout, head_layout, record_layout, site_map
 
 
 class GroupedQueryError(ValueError):

@@ -1,5 +1,5 @@
 """What a site is: one attention module, where it sits and how it attends (data only; finding the sites of a
-model is :mod:`heads.surgery.sites`, through the model's family)."""
+model is :mod:`heads.surgery.model_sites`, through the model's family)."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ class Task(ABC):
     # A plugin task's run configuration per scale ({preset: {model: ..., data: ..., train: ...}}); the built-in
     # tasks' live in heads/presets/<preset>.yaml.
     presets: ClassVar[dict[str, dict]] = {}
-    metric: ClassVar[str]  # the headline metric evaluate() returns (its direction: heads.metrics)
+    metric: ClassVar[str]  # the headline metric evaluate() returns (its direction: heads.task_metrics)
     empty_hint: ClassVar[str] = "every row is blank"  # why a split can encode to no example at all
 
     def data_path(self, cfg: RunConfig) -> Path:

@@ -10,8 +10,8 @@ from heads import models
 from heads.config import RunConfig
 from heads.examples import KEY
 from heads.io import InputError
-from heads.metrics import TASK_METRIC, perplexity
 from heads.placement import on_model
+from heads.task_metrics import TASK_METRIC, perplexity
 from heads.tasks.base import Task, mean_loss, shard_of
 from heads.tasks.batching import eval_batches
 from heads.tasks.registry import register_task

@@ -8,8 +8,8 @@ import torch.nn.functional as F
 from heads import models
 from heads.config import ConfigError, RunConfig
 from heads.examples import KEY
-from heads.metrics import TASK_METRIC
 from heads.placement import on_model
+from heads.task_metrics import TASK_METRIC
 from heads.tasks.base import Task, mean_loss, shard_of
 from heads.tasks.batching import eval_batches, pad
 from heads.tasks.registry import register_task

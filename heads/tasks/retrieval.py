@@ -27,8 +27,8 @@ import torch.nn.functional as F
 from heads.config import RunConfig
 from heads.embedding import TEMPERATURE
 from heads.examples import KEY
-from heads.metrics import TASK_METRIC
 from heads.placement import on_model
+from heads.task_metrics import TASK_METRIC
 from heads.tasks.base import Task
 from heads.tasks.batching import pad
 from heads.tasks.registry import register_task

@@ -187,8 +187,8 @@ def load_source(cfg: RunConfig, task: Task, **head: Any) -> nn.Module:
     import transformers
 
     from heads.surgery import load
+    from heads.surgery.model_sites import LAYOUT_KEY
     from heads.surgery.persist import CheckpointError
-    from heads.surgery.sites import LAYOUT_KEY
     from heads.surgery.stock import read_config
 
     where = source_path(cfg.model.source, cfg.data.root)

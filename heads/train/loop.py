@@ -39,7 +39,7 @@ from heads.train.checkpoint import (
     save_checkpoint,
 )
 from heads.train.dropout import get_dropout, set_dropout
-from heads.train.metrics import MetricsLog
+from heads.train.metrics_log import MetricsLog
 from heads.train.schedule import lr_at
 
 

@@ -14,7 +14,7 @@ from heads.sheet import (
     check_config_names,
     command_line,
     custom as custom_runs,
-    dag_for,
+    preset_settings,
     replications as replication_folders,
 )
 
@@ -39,7 +39,7 @@ PRESET = config["preset"]
 # The preset's seeds and each replication's own settings, under the workflow config's overrides; every
 # replication's settings checked against its folder's schema before any job runs.
 try:
-    D = dag_for("replications", PRESET, (config.get("dag") or {}).get(PRESET))
+    D = preset_settings("replications", PRESET, (config.get("dag") or {}).get(PRESET))
 except SheetError as e:
     raise ValueError(f"config dag.{PRESET}: {e}") from None
 for _name in (n for n in replication_folders("replications") if n in D):  # null settings: not at this preset

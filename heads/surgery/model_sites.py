@@ -1,4 +1,4 @@
-"""Sites: the attention modules of a model, with their kind, layer and head layout.
+"""A model's sites: its attention modules, with their kind, layer and head layout.
 
 A *site* is one module that calls the attention interface (and so carries one
 gate). Its *head layout* is the list of original head indices it still holds;
