@@ -22,15 +22,29 @@ def snakemake(*args: str, cwd: Path = ROOT, env: dict | None = None) -> subproce
 def with_shipped_packages(tmp_path: Path) -> dict:
     """An environment in which every shipped model's package is found: the plan checks each is installed (found,
     never imported) before any job, so where one is not, a stand-in of its name takes its place."""
+    import importlib.metadata
     import importlib.util
 
     from heads.shipped import SHIPPED
 
-    for package in {p for s in SHIPPED.values() for p in (s.package, *(piece.package for piece in s.pieces))}:
-        if importlib.util.find_spec(package) is None:
-            (tmp_path / "stand-ins" / package).mkdir(parents=True, exist_ok=True)
-            (tmp_path / "stand-ins" / package / "__init__.py").write_text("")
-    path = os.pathsep.join(p for p in (str(tmp_path / "stand-ins"), os.environ.get("PYTHONPATH")) if p)
+    stand_ins = tmp_path / "stand-ins"
+    pieces = {piece.package: piece for s in SHIPPED.values() for piece in s.pieces}
+    for package in {s.package for s in SHIPPED.values()} | set(pieces):
+        piece = pieces.get(package)
+        if piece is not None and piece.distribution:  # found through its file list: a dist-info naming its piece
+            try:
+                importlib.metadata.distribution(package)
+            except importlib.metadata.PackageNotFoundError:
+                info = stand_ins / f"{package.replace('-', '_')}-0.0.0.dist-info"
+                info.mkdir(parents=True, exist_ok=True)
+                (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: 0.0.0\n")
+                (info / "RECORD").write_text(f"input/{piece.file},,\n")
+                (stand_ins / "input").mkdir(exist_ok=True)
+                (stand_ins / "input" / piece.file).write_bytes(b"")
+        elif importlib.util.find_spec(package) is None:
+            (stand_ins / package).mkdir(parents=True, exist_ok=True)
+            (stand_ins / package / "__init__.py").write_text("")
+    path = os.pathsep.join(p for p in (str(stand_ins), os.environ.get("PYTHONPATH")) if p)
     return {**os.environ, "PYTHONPATH": path}
 
 
