@@ -44,6 +44,23 @@ def test_a_brief_block_names_the_untested_claims_in_one_line(tmp_path):
     assert "| B1-x |" not in refresh(readme) and "B1-x." in refresh(readme)
 
 
+def test_a_brief_block_says_why_claims_are_not_run_at_this_preset(tmp_path):
+    """A replication null at the preset, or an arm its settings leave out (the ledger's note names it): the line
+    says the second reason only where a row has it."""
+    from heads.report.claims import NOT_DECLARED
+
+    ledger = tmp_path / "claims.csv"
+    null = "C1-x,r,not run at this preset,,,,,0,,,,not run,lm,,,,,replication 'r' does not run at preset 's',\n"
+    ledger.write_text(HEADER + null)
+    assert block(ledger, brief=True).endswith(
+        "Not run at this preset (their replication runs at another preset): C1-x.")
+    ledger.write_text(HEADER + null + f"C2-x,q,not run at this preset,,,,,0,,,,not run,lm,,,,,{NOT_DECLARED} "
+                      "lm/scratch/uniform/0.5 (its settings),\n")
+    assert block(ledger, brief=True).endswith(
+        "Not run at this preset (their replication runs at another preset, or this preset leaves out an arm they "
+        "read, which the ledger's note names): C1-x, C2-x.")
+
+
 def test_a_ledger_judged_by_older_rules_is_refused(tmp_path):
     """A ledger written before the p_adjusted column (Holm, scale gates) is not shown as a current one."""
     old = tmp_path / "claims.csv"

@@ -1292,6 +1292,76 @@ def test_a_replication_reads_only_the_runs_on_its_own_sheet(tmp_path):
               "--replications", str(REPLICATIONS), "--labels", ","])
 
 
+def test_an_arm_the_preset_leaves_out_is_not_run_at_this_preset(tmp_path):
+    """A claim reading an arm no entry of the replication's sheet declares (``--labels``; the preset's settings
+    trim it) is *not run at this preset*, its note naming the arm: nothing was measured, which is not a run that
+    went missing (*inconclusive*). A precondition the models that did run fail still says *not tested at this
+    scale*. An arm declared whose runs are missing (failed, or not run yet) is judged as before, as is a tree read
+    without labels (no sheet says what was declared)."""
+    runs = make_tree(tmp_path)
+    stamped = [read_json(p)[0] for p in runs.rglob("*.json")]
+    labels = {d["run"]["label"] for d in stamped if isinstance(d, dict) and isinstance(d.get("run"), dict)}
+    uniform = {label for label in labels if label.startswith("lm/scratch/uniform/0.5/")}
+    longer = {label for label in labels if label.startswith("lm/baseline_2x/")}  # lm-converged's yardstick
+    assert len(uniform) == 3 and longer
+    claim = {c.id: c for c in load_all(REPLICATIONS)}["A2-lm-uniform"]
+    failing = evaluate(claim, RunTree(runs, labels=labels - uniform))  # the baseline is 3.4 % from converged
+    assert failing.verdict == "not tested at this scale" and failing.precondition.startswith("not met: ")
+    trimmed = evaluate(claim, RunTree(runs, labels=labels - uniform - longer))
+    assert (trimmed.verdict, trimmed.precondition, trimmed.estimate.n, trimmed.p_value) == (
+        "not run at this preset", "not run", 0, None)
+    assert trimmed.note == ("this preset's run sheet declares no run under lm/scratch/uniform/0.5 (the replication's "
+                            "settings at this preset leave that arm out), so nothing was measured")
+    # the same arm declared, its runs gone (and the yardstick's): a missing input, judged as without labels
+    for label in uniform | longer:
+        shutil.rmtree(runs / label)
+    declared, bare = evaluate(claim, RunTree(runs, labels=labels)), evaluate(claim, RunTree(runs))
+    assert (declared.verdict, declared.note, declared.precondition) == (bare.verdict, bare.note, bare.precondition)
+    assert declared.verdict == "inconclusive" and declared.note.startswith(
+        "missing inputs: no runs under lm/scratch/uniform/0.5")
+    # rendered: counted apart, and the rule says this reason (not a null replication's) where a row has it
+    out = tmp_path / "out"
+    assert _cli(["report", "--runs", str(runs), "--replication", "overprovisioning", "--out", str(out),
+                 "--replications", str(REPLICATIONS), "--only", "claims",
+                 "--labels", ",".join(sorted(labels - uniform - longer))]) == 0
+    rows = {r["claim"]: r for r in csv.DictReader((out / "claims.csv").open())}
+    not_run = sorted(c for c, r in rows.items() if r["verdict"] == "not run at this preset")
+    assert not_run == ["A1-lm-30", "A2-lm-uniform"]  # the tree has no 0.3 posthoc arm either: nor has its sheet
+    assert "lm/posthoc/importance/0.3 (the replication's" in rows["A1-lm-30"]["note"]
+    assert rows["A1-lm"]["verdict"] == "inconclusive"  # its arms are declared: its yardstick is what is missing
+    page = (out / "claims.md").read_text()
+    assert "not run at this preset: 2" in page.splitlines()[2]
+    assert ("*not run at this preset*: the claim's replication runs at this preset but not an arm the claim reads"
+            in page and "its settings say null" not in page)
+
+
+def test_a_tree_says_which_runs_its_sheet_declares(tmp_path):
+    """A run's label is spelled from its identity, so the sheet's labels say which arms it declares: patterns and
+    any ratio as a selector gives them; an analysis's label is no run's; without labels everything counts."""
+    tree = RunTree(tmp_path, labels=["lm/scratch/matched/0.5/seed0", "lm/analysis/redundancy/base-mha/seed0",
+                                     "lm/analysis/curve/0.5/seed0"])
+    assert tree.declares_run("lm", "scratch", "matched", 0.5) and tree.declares_run("lm", "*", "*", None)
+    assert tree.declares_run("lm", "scratch", "match*", 0.5000000000001)
+    assert not tree.declares_run("lm", "scratch", "uniform", 0.5) and not tree.declares_run("lm", "scratch", "*", 0.3)
+    assert not tree.declares_run("mt", "scratch", "matched", 0.5) and not tree.declares_run("lm", "analysis", "*", None)
+    assert RunTree(tmp_path).declares_run("lm", "scratch", "uniform", 0.5)
+
+
+def test_the_rule_names_each_reason_a_claim_is_not_run_at_this_preset():
+    """*not run at this preset* is explained for the reasons the ledger's rows have: a replication whose settings
+    are null there, an arm its settings leave out, or both (a merged ledger); none without such a row."""
+    from heads.report.claims import NOT_DECLARED, ClaimResult, ledger_markdown
+
+    claims = load_all(REPLICATIONS, ["overprovisioning"])[:2]
+    null = ClaimResult(claims[0], "not run at this preset", note="replication 'x' does not run at preset 'small'")
+    arm = ClaimResult(claims[1], "not run at this preset", note=f"{NOT_DECLARED} lm/scratch/uniform/0.5 (...)")
+    replication, trimmed = "does not run at this preset (its settings say null)", "runs at this preset but not an arm"
+    assert replication in ledger_markdown([null]) and trimmed not in ledger_markdown([null])
+    assert trimmed in ledger_markdown([arm]) and replication not in ledger_markdown([arm])
+    assert f"the claim's replication {replication}, or {trimmed}" in ledger_markdown([null, arm])
+    assert "*not run at this preset*" not in ledger_markdown([replace(arm, verdict="inconclusive")])
+
+
 def test_speed_timings_with_a_nan_are_read_without_it():
     """A speed row whose examples count is NaN falls back to its examples/s; a NaN time is skipped."""
     from heads.report.speed_records import samples as speed_samples

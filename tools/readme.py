@@ -108,7 +108,13 @@ def block(ledger: Path, shown: str | None = None, brief: bool = False) -> str:
         lines += ["", f"{NOT_YET.capitalize()} (their replication's target has not run since they were declared): "
                       f"{', '.join(not_yet)}."]
     if not_run:
-        lines += ["", f"{NOT_RUN.capitalize()} (their replication runs at another preset): {', '.join(not_run)}."]
+        from heads.report.claims import NOT_DECLARED
+
+        # an arm the preset leaves out (the ledger's note says which) is said only where a row has one
+        arms = any((r.get("note") or "").startswith(NOT_DECLARED) for r in rows if r["claim"] in not_run)
+        why = ("their replication runs at another preset" + (", or this preset leaves out an arm they read, "
+                                                             "which the ledger's note names" if arms else ""))
+        lines += ["", f"{NOT_RUN.capitalize()} ({why}): {', '.join(not_run)}."]
     return "\n".join(lines)
 
 

@@ -197,7 +197,8 @@ def register(sub) -> None:
         "--labels",
         metavar="L1,L2",
         help="read only these run-sheet entries (the workflow passes the replication's own: its ledger and tables "
-        "never read a run another replication declares, finished or not)",
+        "never read a run another replication declares, finished or not; a claim reading an arm none of them "
+        "declares is not run at this preset)",
     )
     p.add_argument("--figures-only", action="store_true", help="render the figures only")
     p.add_argument(

@@ -2,8 +2,9 @@
 
 One row per claim, always: a claim whose experiments are missing is
 *inconclusive* with the reason, one whose runs diverged is *failed*, one the
-tiny scale cannot address is *not tested*; nothing in the data crashes the
-ledger.
+tiny scale cannot address is *not tested*, one reading an arm the preset's run
+sheet does not declare is *not run at this preset*; nothing in the data crashes
+the ledger.
 """
 
 from __future__ import annotations
@@ -300,6 +301,24 @@ def not_tested(claim: Claim, why: str | None = None) -> ClaimResult:
     return ClaimResult(claim, NOT_TESTED, note=why, precondition="not met: " + why)
 
 
+# the note of a claim whose preset runs an arm it reads nowhere (said by the ledger's rule where a row has it)
+NOT_DECLARED = "this preset's run sheet declares no run under"
+
+
+def _undeclared(claim: Claim, tree: RunTree) -> list[str]:
+    """The run selectors of the claim's sides (spelled as the missing inputs are) that no run-sheet entry the
+    tree was read by declares (:meth:`RunTree.declares_run`): the preset runs none of that arm, so nothing could
+    be measured. None where the tree was read without the sheet's labels."""
+    out = []
+    for sel in (claim.a, claim.b):
+        if sel is None or sel.get("from", "run") != "run":
+            continue
+        task, variant, arm, ratio = sel["task"], str(sel["variant"]), str(sel.get("arm", "*")), sel.get("ratio")
+        if not tree.declares_run(task, variant, arm, ratio):
+            out.append(f"{task}/{variant}/{arm}/{'*' if ratio is None else ratio}")
+    return out
+
+
 def _with_provenance(claim: Claim, tree: RunTree) -> Claim:
     """``claim`` with what its runs say of themselves in its note: seeds that are shards of one shipped model's
     test text (where claims.yaml does not already say what a seed is; their intervals then cover the text's
@@ -332,6 +351,15 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
         return not_tested(claim, f"this preset runs no {claim.task!r} models for {claim.replication} (its runs are "
                                  f"on {sorted(tree.only)})")
     precondition, blocked, guarded = guarded_preconditions(claim, tree)
+    undeclared = _undeclared(claim, tree)
+    if undeclared and blocked != NOT_TESTED:
+        # an arm the preset's settings leave out is not a run that went missing (inconclusive): nothing was run
+        # that could show the claim. A precondition the models that did run fail says more (not tested at this
+        # scale: the arm would not have settled it either), so it stands.
+        those = "that arm" if len(undeclared) == 1 else "those arms"
+        return ClaimResult(claim, NOT_RUN, note=f"{NOT_DECLARED} {' or '.join(undeclared)} (the replication's "
+                           f"settings at this preset leave {those} out), so nothing was measured",
+                           precondition="not run")
     try:
         a = measure(tree, claim.a)
         b = measure(tree, claim.b) if claim.b is not None else None
@@ -608,8 +636,7 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
         "with the measured numbers"
         + ("; *not run yet*: the claim's replication runs at this preset, but its target has not run since the "
            "claim was declared, so nothing was measured (the note names the target)" if not_yet else "")
-        + ("; *not run at this preset*: the claim's replication does not run at this "
-                                       "preset (its settings say null), so nothing was measured" if not_run else "")
+        + _not_run_rule(results)
         + ". A verdict marked *(fragile)* changed when benchmarks/bench_perturbation.py "
         "re-ran its runs under another kernel instruction set and thread count (results/bench/perturbation.md). "
         "Paper values are in the paper's own units (see each replication's reference.yaml).",
@@ -630,6 +657,18 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
                  r.precondition or "–", "; ".join(x for x in (r.note, r.robustness if r.fragile else "") if x) or "–"]
         lines.append("| " + " | ".join(x.replace("|", "\\|").replace("\n", " ") for x in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _not_run_rule(results: Sequence[ClaimResult]) -> str:
+    """The rule's words on *not run at this preset*, for the reasons the ledger's rows have: a replication whose
+    settings are null at this preset (:func:`heads.report.ledger.merge_results`), an arm its settings leave out
+    (:data:`NOT_DECLARED`); none without such a row, so a ledger without the second reads as it always did."""
+    arms = [r.note.startswith(NOT_DECLARED) for r in results if r.verdict == NOT_RUN]
+    why = [*(["does not run at this preset (its settings say null)"] if arms and not all(arms) else []),
+           *(["runs at this preset but not an arm the claim reads (its settings at this preset leave that arm out; "
+              "the note names it)"] if any(arms) else [])]
+    return (f"; *not run at this preset*: the claim's replication {', or '.join(why)}, so nothing was measured"
+            if why else "")
 
 
 def engineering_line(results: Sequence[ClaimResult]) -> str:

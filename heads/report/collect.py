@@ -16,6 +16,7 @@ an analysis's file without ``.json``), or a summary, config or analysis whose ow
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 import os
@@ -594,6 +595,29 @@ class RunTree:
         found = [r for r in self.runs if r.task == task and _matches(r, want)]
         self._read_runs.update(r.name for r in found)
         return found
+
+    def declares_run(self, task: str, variant: str, arm: str, ratio: float | None) -> bool:
+        """Whether the run-sheet entries the tree was read by (``labels``: a replication's own at its preset)
+        declare a run of ``task`` under ``variant`` and ``arm`` (patterns, as a selector gives them) at ``ratio``
+        (None: any); True where the tree was read without labels, as nothing then says what was declared. A
+        run's label is spelled from its identity (:func:`heads.sheet.run_label`, held to it when read), so an
+        entry is one of ``task``'s runs where its label is that spelling of its own parts."""
+        if self.labels is None:
+            return True
+        for label in self.labels:
+            parts = label.split("/")
+            if len(parts) != 5 or parts[0] != task or parts[1] == "analysis" or not parts[4].startswith("seed") \
+                    or not parts[4][4:].isdigit():  # an analysis's label (heads.sheet.analysis_label) is no run's
+                continue
+            try:
+                level = float(parts[3])
+            except ValueError:
+                continue
+            if run_label(task, parts[1], parts[2], level, int(parts[4][4:])) == label and fnmatch.fnmatchcase(
+                    parts[1], variant) and fnmatch.fnmatchcase(parts[2], arm) and (
+                    ratio is None or same_ratio(level, ratio)):
+                return True
+        return False
 
     def note_read(self, runs: list[Run]) -> list[Run]:
         """``runs``, noted as read: the environment note of a ledger names every record a claim read."""
