@@ -45,8 +45,8 @@ def test_a_brief_block_names_the_untested_claims_in_one_line(tmp_path):
 
 
 def test_a_brief_block_says_why_claims_are_not_run_at_this_preset(tmp_path):
-    """A replication null at the preset, or an arm its settings leave out (the ledger's note names it): the line
-    says the second reason only where a row has it."""
+    """A replication null at the preset, or a task or an arm its settings leave out (the ledger's note names it):
+    the line says each reason only where a row has it."""
     from heads.report.claims import NOT_DECLARED
 
     ledger = tmp_path / "claims.csv"
@@ -59,6 +59,15 @@ def test_a_brief_block_says_why_claims_are_not_run_at_this_preset(tmp_path):
     assert block(ledger, brief=True).endswith(
         "Not run at this preset (their replication runs at another preset, or this preset leaves out an arm they "
         "read, which the ledger's note names): C1-x, C2-x.")
+    # a task its replication runs none of at this preset (the GPU visit's cls claims): said as such, alone or not
+    task = "C3-x,q,not run at this preset,,,,,0,,,,not run,cls,,,,,this preset runs no 'cls' models for q (x),\n"
+    ledger.write_text(HEADER + task)
+    assert block(ledger, brief=True).endswith(
+        "Not run at this preset (this preset runs none of their task, which the ledger's note names): C3-x.")
+    ledger.write_text(HEADER + null + task)
+    assert block(ledger, brief=True).endswith(
+        "Not run at this preset (their replication runs at another preset, or this preset runs none of their task, "
+        "which the ledger's note names): C1-x, C3-x.")
 
 
 def test_a_ledger_judged_by_older_rules_is_refused(tmp_path):

@@ -728,15 +728,26 @@ def test_holm_makes_a_verdict_its_own_test_carried_inconclusive_and_says_why():
     assert (e.verdict, e.p_adjusted) == ("supported", pytest.approx(0.02))  # a family of one
 
 
-def test_a_claim_on_a_task_the_preset_does_not_run_is_not_tested(tmp_path):
+def test_a_claim_on_a_task_the_preset_does_not_run_is_not_run_at_this_preset(tmp_path):
     """A replication whose runs at a preset are on other tasks only (the GPU visit: translation) made no model
-    that could show a classifier's claim: not tested at this scale, saying so, not a run gone missing."""
+    that could show a classifier's claim: *not run at this preset*, its note naming the task, neither a run gone
+    missing (*inconclusive*) nor a model too small for it (*not tested at this scale*). Its preconditions are not
+    read, even one on a task that was run and fails it: the claim's own models, on which it would hold, were never
+    made."""
     root = make_tree(tmp_path)
     claim = _claim(task="cls", kind="value", a={**BASE, "field": "value"})
     result = evaluate(claim, RunTree(root, tasks=["lm"]))
-    assert result.verdict == "not tested at this scale"
-    assert "runs no 'cls' models" in result.precondition and "['lm']" in result.note
-    assert evaluate(claim, RunTree(root)).verdict != "not tested at this scale"  # every task read: measured
+    assert (result.verdict, result.precondition, result.estimate.n, result.p_value) == (
+        "not run at this preset", "not run", 0, None)
+    assert result.note == ("this preset runs no 'cls' models for test (its runs are on ['lm']), so nothing was "
+                           "measured")
+    assert evaluate(claim, RunTree(root)).verdict != "not run at this preset"  # every task read: measured
+    # lm-converged fails on the lm runs read (3.4 % from converged), yet the claim's cls models were never made
+    lm = {c.id: c for c in load_all(REPLICATIONS)}["A2-lm-uniform"]
+    assert evaluate(lm, RunTree(root, tasks=["lm"])).verdict == "not tested at this scale"
+    off = evaluate(replace(lm, task="cls"), RunTree(root, tasks=["lm"]))
+    assert (off.verdict, off.precondition) == ("not run at this preset", "not run")
+    assert off.note.startswith("this preset runs no 'cls' models for overprovisioning (its runs are on ['lm'])")
 
 
 def test_a_stated_choice_is_said_in_the_ledger_note(tmp_path):
@@ -1349,16 +1360,24 @@ def test_a_tree_says_which_runs_its_sheet_declares(tmp_path):
 
 def test_the_rule_names_each_reason_a_claim_is_not_run_at_this_preset():
     """*not run at this preset* is explained for the reasons the ledger's rows have: a replication whose settings
-    are null there, an arm its settings leave out, or both (a merged ledger); none without such a row."""
-    from heads.report.claims import NOT_DECLARED, ClaimResult, ledger_markdown
+    are null there, a task or an arm its settings leave out, or several (a merged ledger); none without such a
+    row."""
+    from heads.report.claims import NO_TASK, NOT_DECLARED, ClaimResult, ledger_markdown
 
     claims = load_all(REPLICATIONS, ["overprovisioning"])[:2]
     null = ClaimResult(claims[0], "not run at this preset", note="replication 'x' does not run at preset 'small'")
     arm = ClaimResult(claims[1], "not run at this preset", note=f"{NOT_DECLARED} lm/scratch/uniform/0.5 (...)")
+    task = ClaimResult(claims[1], "not run at this preset", note=f"{NO_TASK} 'cls' models for x (its runs are ...)")
     replication, trimmed = "does not run at this preset (its settings say null)", "runs at this preset but not an arm"
+    other = "runs at this preset but none of the claim's task (its settings at this preset make models of other tasks"
     assert replication in ledger_markdown([null]) and trimmed not in ledger_markdown([null])
     assert trimmed in ledger_markdown([arm]) and replication not in ledger_markdown([arm])
     assert f"the claim's replication {replication}, or {trimmed}" in ledger_markdown([null, arm])
+    assert other not in ledger_markdown([null, arm])
+    only_task = ledger_markdown([task])
+    assert f"the claim's replication {other}" in only_task and replication not in only_task and trimmed not in only_task
+    assert f"the claim's replication {replication}, or {other}" in ledger_markdown([null, task, arm])
+    assert f"only; the note names them), or {trimmed}" in ledger_markdown([null, task, arm])
     assert "*not run at this preset*" not in ledger_markdown([replace(arm, verdict="inconclusive")])
 
 

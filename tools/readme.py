@@ -108,12 +108,14 @@ def block(ledger: Path, shown: str | None = None, brief: bool = False) -> str:
         lines += ["", f"{NOT_YET.capitalize()} (their replication's target has not run since they were declared): "
                       f"{', '.join(not_yet)}."]
     if not_run:
-        from heads.report.claims import NOT_DECLARED
+        from heads.report.claims import not_run_reason
 
-        # an arm the preset leaves out (the ledger's note says which) is said only where a row has one
-        arms = any((r.get("note") or "").startswith(NOT_DECLARED) for r in rows if r["claim"] in not_run)
-        why = ("their replication runs at another preset" + (", or this preset leaves out an arm they read, "
-                                                             "which the ledger's note names" if arms else ""))
+        # each reason is said only where a row has it: a task or an arm the preset leaves out, the note says which
+        reasons = {not_run_reason(r.get("note")) for r in rows if r["claim"] in not_run}
+        why = ", or ".join([*(["their replication runs at another preset"] if "null" in reasons else []),
+                            *(["this preset runs none of their task"] if "task" in reasons else []),
+                            *(["this preset leaves out an arm they read"] if "arm" in reasons else [])])
+        why += ", which the ledger's note names" if reasons & {"task", "arm"} else ""
         lines += ["", f"{NOT_RUN.capitalize()} ({why}): {', '.join(not_run)}."]
     return "\n".join(lines)
 

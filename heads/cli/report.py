@@ -191,7 +191,7 @@ def register(sub) -> None:
         "--tasks",
         metavar="T1,T2",
         help="read only these tasks' runs (the workflow passes the replication's own, so the tables never "
-        "depend on which other runs happen to be finished)",
+        "depend on which other runs happen to be finished; a claim on another task is not run at this preset)",
     )
     p.add_argument(
         "--labels",

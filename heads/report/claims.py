@@ -2,9 +2,9 @@
 
 One row per claim, always: a claim whose experiments are missing is
 *inconclusive* with the reason, one whose runs diverged is *failed*, one the
-tiny scale cannot address is *not tested*, one reading an arm the preset's run
-sheet does not declare is *not run at this preset*; nothing in the data crashes
-the ledger.
+tiny scale cannot address is *not tested*, one on a task its replication runs
+none of at the preset, or reading an arm the preset's run sheet does not
+declare, is *not run at this preset*; nothing in the data crashes the ledger.
 """
 
 from __future__ import annotations
@@ -294,15 +294,17 @@ def _block(guards: str | None, verdict: str, guarded: dict[str, str]) -> None:
         guarded[key] = verdict
 
 
-def not_tested(claim: Claim, why: str | None = None) -> ClaimResult:
-    """The row of a claim no model made could show: ``why``, by default what its spec declares (``not_tested``),
-    whatever the runs hold."""
-    why = why or str(claim.not_tested)
+def not_tested(claim: Claim) -> ClaimResult:
+    """The row of a claim no model made could show: what its spec declares (``not_tested``), whatever the runs
+    hold."""
+    why = str(claim.not_tested)
     return ClaimResult(claim, NOT_TESTED, note=why, precondition="not met: " + why)
 
 
 # the note of a claim whose preset runs an arm it reads nowhere (said by the ledger's rule where a row has it)
 NOT_DECLARED = "this preset's run sheet declares no run under"
+# the note of a claim whose replication runs none of its task at this preset (likewise)
+NO_TASK = "this preset runs no"
 
 
 def _undeclared(claim: Claim, tree: RunTree) -> list[str]:
@@ -347,9 +349,11 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
     claim = _with_provenance(claim, tree)
     if tree.only is not None and claim.task not in tree.only:
         # the replication runs none of this task at this preset (the GPU visit trains translation only): no
-        # model was made that could show the claim, which is not the same as a run that went missing
-        return not_tested(claim, f"this preset runs no {claim.task!r} models for {claim.replication} (its runs are "
-                                 f"on {sorted(tree.only)})")
+        # model was made that could show the claim, which is neither a run that went missing (inconclusive) nor
+        # a model too small for it (not tested at this scale). Its preconditions are not read: they are measured
+        # on the claim's own models, and there are none.
+        return ClaimResult(claim, NOT_RUN, note=f"{NO_TASK} {claim.task!r} models for {claim.replication} (its runs "
+                           f"are on {sorted(tree.only)}), so nothing was measured", precondition="not run")
     precondition, blocked, guarded = guarded_preconditions(claim, tree)
     undeclared = _undeclared(claim, tree)
     if undeclared and blocked != NOT_TESTED:
@@ -661,14 +665,24 @@ def ledger_markdown(results: Sequence[ClaimResult], title: str = "Claims ledger"
 
 def _not_run_rule(results: Sequence[ClaimResult]) -> str:
     """The rule's words on *not run at this preset*, for the reasons the ledger's rows have: a replication whose
-    settings are null at this preset (:func:`heads.report.ledger.merge_results`), an arm its settings leave out
-    (:data:`NOT_DECLARED`); none without such a row, so a ledger without the second reads as it always did."""
-    arms = [r.note.startswith(NOT_DECLARED) for r in results if r.verdict == NOT_RUN]
-    why = [*(["does not run at this preset (its settings say null)"] if arms and not all(arms) else []),
+    settings are null at this preset (:func:`heads.report.ledger.merge_results`), one that runs none of the
+    claim's task there (:data:`NO_TASK`), an arm its settings leave out (:data:`NOT_DECLARED`); none without such
+    a row, so a ledger without the second or third reads as it always did."""
+    reasons = {not_run_reason(r.note) for r in results if r.verdict == NOT_RUN}
+    why = [*(["does not run at this preset (its settings say null)"] if "null" in reasons else []),
+           *(["runs at this preset but none of the claim's task (its settings at this preset make models of other "
+              "tasks only; the note names them)"] if "task" in reasons else []),
            *(["runs at this preset but not an arm the claim reads (its settings at this preset leave that arm out; "
-              "the note names it)"] if any(arms) else [])]
+              "the note names it)"] if "arm" in reasons else [])]
     return (f"; *not run at this preset*: the claim's replication {', or '.join(why)}, so nothing was measured"
             if why else "")
+
+
+def not_run_reason(note: str | None) -> str:
+    """Why a *not run at this preset* row was not run, from its note: ``task`` (:data:`NO_TASK`), ``arm``
+    (:data:`NOT_DECLARED`), else ``null`` (its replication's settings at this preset)."""
+    note = note or ""
+    return "task" if note.startswith(NO_TASK) else "arm" if note.startswith(NOT_DECLARED) else "null"
 
 
 def engineering_line(results: Sequence[ClaimResult]) -> str:
