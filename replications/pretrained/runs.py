@@ -15,7 +15,8 @@ OPTIONAL = {"shift_datasets", "shift_ratio", "mask_units"}  # settings a preset 
 
 
 def settings_for(settings: dict) -> dict:
-    """``settings`` with its task's ``by_task`` entry laid over them (its keys must be settings of their own)."""
+    """``settings`` with its task's ``by_task`` entry laid over them (its keys must be settings of their own); a key
+    the workflow config set is no longer in it (heads.sheet.preset_settings), so the user's value wins."""
     own = (settings.get("by_task") or {}).get(settings["task"]) or {}
     unknown = sorted(set(own) - set(settings) - OPTIONAL)
     if unknown:
