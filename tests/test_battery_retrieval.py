@@ -77,6 +77,26 @@ def test_a_task_setting_that_is_no_setting_is_refused():
         build(REPLICATIONS, dag)
 
 
+def test_a_users_key_wins_over_the_tasks_own_and_the_tasks_own_over_the_default(tmp_path):
+    """replication defaults < by_task[task] < the workflow config's keys: a user who sets random_orders on MPNet
+    gets theirs, not by_task.retrieval's 3; where they are silent (mask_test_windows) by_task's 32 still wins over
+    the default's 128."""
+    def plan(mine: dict) -> dict:
+        dag, _ = for_model(preset_settings(REPLICATIONS, "pretrained", {"pretrained": mine} if mine else None),
+                           str(mpnet_folder(tmp_path / "enc")), REPLICATIONS)
+        sheet = build(REPLICATIONS, dag)
+        runs = [sheet[label] for label in sheet.of[BATTERY]]
+        curve = next(e for e in runs if e.command == "curve" and e.arm == "random")
+        mask = next(e for e in runs if e.command == "mask")
+        return {"orders": curve.params.get("orders", 1), "test_windows": mask.options["test_windows"]}
+
+    assert plan({}) == {"orders": 3, "test_windows": 32}  # by_task.retrieval over the defaults (5, 128)
+    assert plan({"random_orders": 2}) == {"orders": 2, "test_windows": 32}
+    assert plan({"random_orders": 2, "mask_test_windows": 128}) == {"orders": 2, "test_windows": 128}
+    # a by_task the user gives stands as given
+    assert plan({"random_orders": 2, "by_task": {"retrieval": {"random_orders": 4}}})["orders"] == 4
+
+
 def test_the_plan_sizes_mpnet_from_its_layout():
     """12 x 12 heads x 64 (all-mpnet-base-v2's config): parameters, heads per site and a job's memory."""
     from heads.plan import _SHAPES, job_memory_mb, shape

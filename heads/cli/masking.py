@@ -57,6 +57,8 @@ def cmd_mask(args: argparse.Namespace) -> int:
         raise fail(f"mask: --test-windows must be >= 0 (0: every window), got {args.test_windows}")
     if args.seed < 0:
         raise fail(f"mask: --seed must be >= 0, got {args.seed}")
+    if args.floor < 0:
+        raise fail(f"mask: --floor must be >= 0, got {args.floor}")
     bad = [u for u in args.units if u not in UNITS] + [o for o in args.orders if o not in ORDERS]
     if bad:
         raise fail(f"mask: unknown {bad}: --units takes {list(UNITS)}, --orders {list(ORDERS)}")
@@ -87,7 +89,8 @@ def cmd_mask(args: argparse.Namespace) -> int:
     seconds = PhaseClock("mask")
     with loaded.placement.autocast(), seconds("masking"):
         result = masking(loaded.model, scoring, test, units=args.units, orders=args.orders, ratios=args.ratios,
-                         seed=args.seed, oracle_step=args.oracle_step, chunk=args.chunk)
+                         seed=args.seed, oracle_step=args.oracle_step, floor=args.floor,
+                         chunk=args.chunk)
     columns = result.pop("columns")
     record = {
         **result,
@@ -128,6 +131,9 @@ def register(sub) -> None:
     p.add_argument("--oracle-step", type=float, default=0.1,
                    help="the oracle re-measures every open unit at every such share of the heads (default 0.1)")
     p.add_argument("--chunk", type=int, default=8, help="masks per batched forward pass")
+    p.add_argument("--floor", type=int, default=1,
+                   help="units every site keeps open (default 1; 0 lets a layer's whole attention close, as under "
+                        "multi-query attention, whose one group is all its heads)")
     p.add_argument("--out", type=Path, required=True)
     add_identity_option(p)
     p.set_defaults(func=cmd_mask)

@@ -126,7 +126,10 @@ def masking_runs(replication: str, task: str, settings: Mapping[str, Any], sourc
                                replication=replication, task=task, seed=r, variant="mask", arm=arm,
                                options={**common, "units": units, "orders": orders, "seed": r,
                                         "score_windows": windows,
-                                        **({"oracle_step": s["oracle_step"]} if arm == "oracle" else {})},
+                                        **({"oracle_step": s["oracle_step"]} if arm == "oracle" else {}),
+                                        # units every site keeps open, where not the command's 1 (0: a layer's
+                                        # whole attention may close, as under multi-query attention)
+                                        **({"floor": s["floor"]} if s.get("floor", 1) != 1 else {})},
                                paths={"source": source}, after=(source,)))
     return out
 

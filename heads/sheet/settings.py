@@ -35,11 +35,11 @@ def preset_settings(root: str | Path, preset: str, overrides: Mapping[str, Any] 
     """A preset's settings, from which the sheet declares its runs: the preset's ``seeds`` and each replication's
     settings (its folder's ``settings.yaml`` at that preset; a replication whose settings there are null or absent
     does not run at it), with ``overrides`` (``seeds``, ``custom``, ``tasks``, or a replication's name mapping to
-    keys that replace its own) on top. ``tasks`` maps a task to run-config sections (a user's
-    model and data) laid under every run of that task. A replication's settings may name its own ``seeds``
-    (``seeds_of``), unless the overrides set the DAG's. The names in the settings (presets, and the tasks and
-    scorers their ``settings.schema.yaml`` marks) are checked against the registries here, in one line naming
-    the file and key."""
+    keys that replace its own, its tasks' own too: :func:`_under_user`) on top. ``tasks`` maps a task to run-config
+    sections (a user's model and data) laid under every run of that task. A replication's settings may name its
+    own ``seeds`` (``seeds_of``), unless the overrides set the DAG's. The names in the settings (presets, and the
+    tasks and scorers their ``settings.schema.yaml`` marks) are checked against the registries here, in one line
+    naming the file and key."""
     from heads.presets import preset as load_preset
     from heads.yamlio import read_yaml
 
@@ -69,7 +69,7 @@ def preset_settings(root: str | Path, preset: str, overrides: Mapping[str, Any] 
         if schema.is_file():  # the names its settings give, where its schema marks them (registry: scorer)
             _check_names(doc[preset], schema, f"{path}: {preset}.")
             _check_names(mine, schema, f"dag.{preset}.{name}.")
-        dag[name] = {**doc[preset], **mine}
+        dag[name] = _under_user({**doc[preset], **mine}, mine)
         # a replication's own seeds (cheap post-hoc studies afford more): kept beside its settings, which its
         # schema checks; the workflow config's top-level seeds win over them (one seed for a quick look)
         own = dag[name].pop("seeds", None)
@@ -81,6 +81,18 @@ def preset_settings(root: str | Path, preset: str, overrides: Mapping[str, Any] 
     if overrides:
         raise SheetError(f"dag overrides name no replication: {sorted(overrides)}; replications: {replications(root)}")
     return dag
+
+
+def _under_user(settings: dict[str, Any], mine: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` with the keys the workflow config set (``mine``) taken out of each task's own settings
+    (``by_task``, which the replication's runs.py lays over the rest for the task it runs), so a user's key wins
+    over a task's as it wins over the replication's: replication < task < user. A ``by_task`` the user gave
+    stands as given."""
+    by_task = settings.get("by_task")
+    if "by_task" in mine or not isinstance(by_task, Mapping):
+        return settings
+    return {**settings, "by_task": {task: {k: v for k, v in (own or {}).items() if k not in mine}
+                                    if isinstance(own, Mapping) else own for task, own in by_task.items()}}
 
 
 def _check_name(kind: str, value: Any, where: str) -> None:

@@ -11,11 +11,13 @@ own settings over the rest (a task without a shifted corpus runs no shift)."""
 from heads.sheet import RunSpec, SheetError, analysis_label, baseline, masking_runs, run_label, shard_config
 
 REPLICATION = "pretrained"
-OPTIONAL = {"shift_datasets", "shift_ratio", "mask_units"}  # settings a preset may leave out (settings.schema.yaml)
+# settings a preset may leave out (settings.schema.yaml)
+OPTIONAL = {"shift_datasets", "shift_ratio", "mask_units", "floor"}
 
 
 def settings_for(settings: dict) -> dict:
-    """``settings`` with its task's ``by_task`` entry laid over them (its keys must be settings of their own)."""
+    """``settings`` with its task's ``by_task`` entry laid over them (its keys must be settings of their own); a key
+    the workflow config set is no longer in it (heads.sheet.preset_settings), so the user's value wins."""
     own = (settings.get("by_task") or {}).get(settings["task"]) or {}
     unknown = sorted(set(own) - set(settings) - OPTIONAL)
     if unknown:
@@ -23,13 +25,19 @@ def settings_for(settings: dict) -> dict:
     return {k: v for k, v in {**settings, **own}.items() if k != "by_task"}
 
 
-def _posthoc(task: str, source: str, arm: str, ratio: float, seed: int, batches: int) -> RunSpec:
+def _floor(s: dict) -> dict:
+    """The heads every layer keeps where the settings name a floor other than the commands' own 1 (0: whole
+    layers' attention may go, as under multi-query attention, heads.battery.layout_settings)."""
+    return {"floor": s["floor"]} if s.get("floor", 1) != 1 else {}
+
+
+def _posthoc(task: str, source: str, arm: str, ratio: float, seed: int, batches: int, floor: dict) -> RunSpec:
     """The baseline pruned by importance to ``ratio`` of its heads (whole key/value groups: the model's grouped
     query attention lets no single query head go physically), evaluated on the same shard."""
     return RunSpec(label=run_label(task, "posthoc", arm, ratio, seed), command="prune", replication=REPLICATION,
                    task=task, seed=seed, variant="posthoc", arm=arm,
                    ratio=ratio, strategy="posthoc",
-                   params={"ratio": ratio, "scorer": "importance", "seed": seed, "batches": batches},
+                   params={"ratio": ratio, "scorer": "importance", "seed": seed, "batches": batches, **floor},
                    options={"evaluate": True}, paths={"source": source}, after=(source,))
 
 
@@ -47,14 +55,14 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
     shifted corpora (the Bible, French Wikipedia) against the baseline's."""
     s, out = settings_for(settings), []
     task = s["task"]
-    curve = {"step": s["curve_step"], "max_ratio": s["curve_max"], "batches": s["curve_batches"]}
+    curve = {"step": s["curve_step"], "max_ratio": s["curve_max"], "batches": s["curve_batches"], **_floor(s)}
     curve_eval = {"eval": {"max_examples": s["curve_examples"]}}
     for seed in seeds:
         shard = shard_config(seeds, seed)  # a run's own config; analyses of it read it
         base = baseline(REPLICATION, task, seed, shard)
         out.append(base)
         for r in s["ratios"]:
-            pruned = _posthoc(task, base.label, "importance", r, seed, s["score_batches"])
+            pruned = _posthoc(task, base.label, "importance", r, seed, s["score_batches"], _floor(s))
             out.append(pruned)
             if r in s["finetune"]:  # a short recovery fine-tune on the training text, evaluated on the same shard
                 out.append(RunSpec(label=run_label(task, "posthoc_ft", "importance", r, seed), command="train",
@@ -77,7 +85,10 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
         out.append(RunSpec(label=analysis_label(task, "speed", seed=seed), command="speed", replication=REPLICATION,
                            task=task, seed=seed, variant="speed",
                            options={"ratios": list(s["speed_ratios"]), "batches": list(s["speed_batches"]),
-                                    "examples": s["speed_examples"]},
+                                    "examples": s["speed_examples"],
+                                    # under a floor of its own, by importance: a uniform share of a layer's
+                                    # only group is all of it or none
+                                    **({"scorer": "importance", **_floor(s)} if _floor(s) else {})},
                            paths={"source": base.label}, after=(base.label,)))
         out.append(RunSpec(label=analysis_label(task, "redundancy", "base", seed=seed), command="redundancy",
                            replication=REPLICATION, task=task,
