@@ -3,11 +3,11 @@ under a results folder named for the model, and nothing of the preset's committe
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 
 import pytest
+from battery_plan import digests
 from test_workflow import needs_snakemake, snakemake, with_shipped_packages
 
 from heads.battery import BATTERY, for_model, model_slug
@@ -70,11 +70,6 @@ def test_a_model_named_twice_or_named_as_an_output_folder_is_refused(tmp_path):
         for_model(preset_settings(REPLICATIONS, "pretrained"), str(clash), REPLICATIONS)
 
 
-def _digests(folder: Path, skip: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and skip not in p.parents}
-
-
 @needs_snakemake
 def test_the_battery_on_a_local_llama_plans_under_its_own_folder_and_leaves_the_committed_results(tmp_path):
     from smoke_dag import copy_repo
@@ -82,7 +77,7 @@ def test_the_battery_on_a_local_llama_plans_under_its_own_folder_and_leaves_the_
     repo = copy_repo(tmp_path / "repo", results=True)
     folder = llama_folder(tmp_path / "my-llama")
     mine = repo / "results" / "pretrained" / "my-llama"
-    before = _digests(repo / "results", mine)
+    before = digests(repo / "results", mine)
     run = snakemake("-n", "-p", "--forceall", BATTERY, "--config", "preset=pretrained", f"model={folder}",
                     cwd=repo, env=with_shipped_packages(tmp_path))
     out = run.stdout + run.stderr
@@ -92,7 +87,7 @@ def test_the_battery_on_a_local_llama_plans_under_its_own_folder_and_leaves_the_
     assert outputs and all(p.startswith("results/pretrained/my-llama/")
                            or p == "resources/data/.ready-lm-pretrained-my-llama" for p in outputs), outputs
     assert "results/pretrained/my-llama/pretrained/claims.md" in outputs
-    assert _digests(repo / "results", mine) == before  # the committed SmolLM2 results, byte for byte
+    assert digests(repo / "results", mine) == before  # the committed SmolLM2 results, byte for byte
     # the sample of layers follows the model (3 layers here), resolved by the command on the model it loads
     assert re.search(r"heads ablate .*--spread-layers 6", out)
 

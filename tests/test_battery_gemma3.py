@@ -5,12 +5,12 @@ under its own results folder."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pytest
 import torch
-from test_workflow import needs_snakemake, snakemake, with_shipped_packages
+from battery_plan import plan_shipped
+from test_workflow import needs_snakemake
 
 from heads.battery import BATTERY, for_model, kv_heads, layout_settings
 from heads.sheet import build, preset_settings
@@ -95,33 +95,14 @@ def test_a_local_folder_s_layout_is_read_from_its_config(tmp_path):
 
 
 # -- the dry run ------------------------------------------------------------------------------------------------
-def _digests(folder: Path, skip: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and skip not in p.parents}
-
-
 @needs_snakemake
 def test_the_battery_on_gemma3_plans_under_its_own_folder_and_leaves_the_committed_results(tmp_path):
-    from smoke_dag import copy_repo
-
-    repo = copy_repo(tmp_path / "repo", results=True)
-    shipped = ROOT / "resources" / "data" / "shipped"
-    if shipped.is_dir():  # the converted cache, read only (else the plan says "not checked" and goes on)
-        (repo / "resources" / "data").mkdir(parents=True)
-        (repo / "resources" / "data" / "shipped").symlink_to(shipped)
-    mine = repo / "results" / "pretrained" / "gemma3"
-    before = _digests(repo / "results", mine)
-    run = snakemake("-n", "-p", "--forceall", BATTERY, "--config", "preset=pretrained", "model=gemma3",
-                    cwd=repo, env=with_shipped_packages(tmp_path))
-    out = run.stdout + run.stderr
-    assert run.returncode == 0, out[-3000:]
-    outputs = [p.strip() for line in out.splitlines() if line.lstrip().startswith("output: ")
-               for p in line.split("output: ", 1)[1].split(",")]
+    out, outputs, unchanged = plan_shipped(tmp_path, "gemma3")
     assert outputs and all(p.startswith("results/pretrained/gemma3/")
                            or p == "resources/data/.ready-lm-pretrained-gemma3" for p in outputs), outputs
     assert "results/pretrained/gemma3/pretrained/claims.md" in outputs
     assert any(p.startswith("results/pretrained/gemma3/runs/lm/analysis/mask/") for p in outputs)
-    assert _digests(repo / "results", mine) == before  # the committed SmolLM2 results, byte for byte
+    assert unchanged  # the committed SmolLM2 results, byte for byte
     assert "model.source=gemma3" in out and "heads mask " in out
     for command in ("heads prune", "heads curve", "heads mask", "heads speed"):  # whole layers may go
         lines = [line for line in out.splitlines() if command + " " in line]

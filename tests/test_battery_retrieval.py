@@ -3,13 +3,13 @@ runs on that task, its claims are read on it, and `model=mpnet` plans under its 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shlex
 from pathlib import Path
 
 import pytest
-from test_workflow import needs_snakemake, snakemake, with_shipped_packages
+from battery_plan import plan_shipped
+from test_workflow import needs_snakemake
 
 from heads.battery import BATTERY, CAUSAL, TASK_OF_TYPE, check_task, for_model, task_of
 from heads.sheet import SheetError, build, command_line, preset_settings
@@ -215,34 +215,15 @@ def test_a_task_entry_that_names_an_unknown_claim_is_refused_whatever_task_is_re
 
 
 # -- the dry run ------------------------------------------------------------------------------------------------
-def _digests(folder: Path, skip: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and skip not in p.parents}
-
-
 @needs_snakemake
 def test_the_battery_on_mpnet_plans_under_its_own_folder_and_leaves_the_committed_results(tmp_path):
-    from smoke_dag import copy_repo
-
-    repo = copy_repo(tmp_path / "repo", results=True)
-    shipped = ROOT / "resources" / "data" / "shipped"
-    if shipped.is_dir():  # the unpacked snapshot, read only (else the plan says "not checked" and goes on)
-        (repo / "resources" / "data").mkdir(parents=True)
-        (repo / "resources" / "data" / "shipped").symlink_to(shipped)
-    mine = repo / "results" / "pretrained" / "mpnet"
-    before = _digests(repo / "results", mine)
-    run = snakemake("-n", "-p", "--forceall", BATTERY, "--config", "preset=pretrained", "model=mpnet",
-                    cwd=repo, env=with_shipped_packages(tmp_path))
-    out = run.stdout + run.stderr
-    assert run.returncode == 0, out[-3000:]
-    outputs = [p.strip() for line in out.splitlines() if line.lstrip().startswith("output: ")
-               for p in line.split("output: ", 1)[1].split(",")]
+    out, outputs, unchanged = plan_shipped(tmp_path, "mpnet")
     assert outputs and all(p.startswith("results/pretrained/mpnet/")
                            or p == "resources/data/.ready-retrieval-pretrained-mpnet" for p in outputs), outputs
     assert "results/pretrained/mpnet/pretrained/claims.md" in outputs
     assert any(p.startswith("results/pretrained/mpnet/runs/retrieval/analysis/mask/") for p in outputs)
     assert "analysis/shift" not in " ".join(outputs)  # no shift job (its table renders empty)
-    assert _digests(repo / "results", mine) == before  # the committed SmolLM2 results, byte for byte
+    assert unchanged  # the committed SmolLM2 results, byte for byte
     assert "heads mask " in out and "--task retrieval" in out
 
 
