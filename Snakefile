@@ -42,4 +42,7 @@ for _replication in REPLICATIONS:
         input:
             [done(label) for label in SHEET.of[_replication]],
             replication_outputs(_replication),
+            # a model's own battery (model=NAME) also renders its row of the cross-model table, which the
+            # preset's table then reads without loading that model again
+            [f"{OUT}/models.{ext}" for ext in ("csv", "md", "png")] if MODEL and MODELS else [],
         localrule: True

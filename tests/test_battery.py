@@ -87,6 +87,9 @@ def test_the_battery_on_a_local_llama_plans_under_its_own_folder_and_leaves_the_
     assert outputs and all(p.startswith("results/pretrained/my-llama/")
                            or p == "resources/data/.ready-lm-pretrained-my-llama" for p in outputs), outputs
     assert "results/pretrained/my-llama/pretrained/claims.md" in outputs
+    # its own row of the cross-model table, which the preset's table reads later without loading the model again
+    assert "results/pretrained/my-llama/models.csv" in outputs
+    assert re.search(r"heads models --model \S+my-llama=results/pretrained/my-llama/pretrained ", out)
     assert digests(repo / "results", mine) == before  # the committed SmolLM2 results, byte for byte
     # the sample of layers follows the model (3 layers here), resolved by the command on the model it loads
     assert re.search(r"heads ablate .*--spread-layers 6", out)

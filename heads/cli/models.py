@@ -19,23 +19,30 @@ def _pair(text: str) -> tuple[str, Path]:
 
 @writes_outputs
 def cmd_models(args: argparse.Namespace) -> int:
-    from heads.report.models import cross_model_figure, cross_model_table, load_layout, masking_rows
+    from heads.report import models as cross
 
-    pairs = [_pair(m) for m in args.model]
+    if not args.model and not args.rows:
+        raise fail("models: nothing to tabulate; give --model SOURCE=FOLDER and/or --rows FILE")
+    pairs = [_pair(m) for m in args.model or []]
     out = claim_out(args.out, "models", FOLDER, part="models")  # beside other tables in the same folder
+    try:  # the rows rendered before, read first: a bad file is refused before any model is loaded
+        earlier = [row for path in args.rows or [] for row in cross.earlier_rows(path)]
+        redundancy = [cross.redundancy_of(folder) for _, folder in pairs]
+        tables = [cross.masking_rows(folder / "masking.csv") for _, folder in pairs]
+    except (FileNotFoundError, ValueError) as exc:
+        raise fail(f"models: {exc}") from None
     models = []
-    for source, folder in pairs:
-        try:
-            rows = masking_rows(folder / "masking.csv")
-        except FileNotFoundError as exc:
-            raise fail(f"models: {exc}") from None
+    for (source, folder), rows in zip(pairs, tables, strict=True):
         tasks = sorted({r["task"] for r in rows})
         if len(tasks) != 1:
             raise fail(f"models: {folder / 'masking.csv'} masks {tasks or 'nothing'}; one task per model")
-        models.append((load_layout(source, tasks[0], args.preset, args.data_root), rows))
-    table = cross_model_table(models)
+        models.append((cross.load_layout(source, tasks[0], args.preset, args.data_root), rows))
+    try:
+        table = cross.cross_model_table(models, earlier=earlier, redundancy=redundancy)
+    except ValueError as exc:
+        raise fail(f"models: {exc}") from None
     written = table.write(out, "models")
-    written.append(cross_model_figure(table, out / "models.png"))
+    written.append(cross.cross_model_figure(table, out / "models.png"))
     for path in written:
         print(path)
     return 0
@@ -43,8 +50,11 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("models", help="the cross-model table: each model's layout and what masking its heads cost")
-    p.add_argument("--model", action="append", required=True, metavar="SOURCE=FOLDER",
+    p.add_argument("--model", action="append", metavar="SOURCE=FOLDER",
                    help="a model (shipped name or folder) and the rendered folder holding its masking.csv; repeat")
+    p.add_argument("--rows", action="append", type=Path, metavar="FILE",
+                   help="a cross-model table rendered before (another model's battery: its models.csv), whose "
+                        "rows join the table as they are (its model is not loaded again); repeat")
     p.add_argument("--preset", default="pretrained", help="the preset the model is loaded at (default pretrained)")
     p.add_argument("--data-root", default=None, help="where shipped conversions are cached (default the preset's)")
     p.add_argument("--out", type=Path, required=True, help="folder for models.csv, models.md and models.png")

@@ -71,13 +71,69 @@ def _cell(row: Mapping[str, str] | None) -> tuple[float | None, float | None, fl
                  for k in ("relative", "relative_ci_low", "relative_ci_high"))
 
 
-def cross_model_table(models: Sequence[tuple[Layout, list[dict[str, str]]]],
-                      ratios: Sequence[float] = RATIOS) -> Table:
-    """One row per model, unit and order: the layout, then the relative loss change at each of ``ratios``."""
-    columns = ["model", "task", "attention", "params", "sites", "heads", "groups", "job", "unit", "order", "replicates"]
+LAYOUT_COLUMNS = ["model", "task", "attention", "params", "sites", "heads", "groups"]
+KEY_COLUMNS = ["job", "unit", "order"]
+COUNTS = frozenset({"params", "sites", "heads", "groups", "replicates"})  # whole numbers; other measures are floats
+
+
+def columns_for(ratios: Sequence[float] = RATIOS) -> list[str]:
+    """The cross-model table's columns: the layout, the row's key, then each share's cost and interval."""
+    columns = [*LAYOUT_COLUMNS, *KEY_COLUMNS, "replicates"]
     for r in ratios:
         pct = f"{round(r * 100)}"
         columns += [f"cost_{pct}", f"cost_{pct}_ci_low", f"cost_{pct}_ci_high"]
+    return columns + list(REDUNDANT)
+
+
+# The model's redundancy, beside what masking cost (the same for each of its rows): the share of its query heads
+# with a near-duplicate sibling (heads redundancy: cosine >= its threshold between their mean-pooled contributions
+# to the residual stream), mean over shards with its interval, from the redundancy table rendered beside its masking
+# table; empty for a model whose replication measures none.
+REDUNDANT = ("redundant_heads", "redundant_heads_ci_low", "redundant_heads_ci_high")
+REDUNDANCY_ROW = {"arm": "base", "unit": "head", "space": "residual", "pooling": "mean"}
+
+
+def redundancy_of(folder: Path) -> tuple[float | None, float | None, float | None]:
+    """The share of redundant query heads (:data:`REDUNDANCY_ROW`) in ``folder``'s redundancy table, or Nones."""
+    path = folder / "redundancy.csv"
+    if not path.is_file():
+        return None, None, None
+    with path.open(newline="") as f:
+        found = [r for r in csv.DictReader(f) if all(r.get(k) == v for k, v in REDUNDANCY_ROW.items())]
+    if len(found) != 1:
+        raise ValueError(f"{path}: {len(found)} rows of {REDUNDANCY_ROW}; expected one")
+    row = found[0]
+    return tuple(float(row[k]) if row[k] else None  # type: ignore[return-value]
+                 for k in ("redundancy_ratio", "ci_low", "ci_high"))
+
+
+def earlier_rows(path: Path, ratios: Sequence[float] = RATIOS) -> list[list[Any]]:
+    """The rows of a cross-model table rendered before (one model's battery: ``results/<preset>/<model>/
+    models.csv``), typed as :func:`cross_model_table` makes them; a missing file or other columns are refused."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no cross-model table (render the model's battery first: heads models)")
+    with path.open(newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, [])
+        if header != columns_for(ratios):
+            raise ValueError(f"{path}: columns {header} are not the cross-model table's {columns_for(ratios)}")
+        return [[_typed(c, v) for c, v in zip(header, row, strict=True)] for row in reader]
+
+
+def _typed(column: str, value: str) -> Any:
+    if value == "" or column in LAYOUT_COLUMNS[:3] or column in KEY_COLUMNS:
+        return None if value == "" else value
+    return int(value) if column in COUNTS else float(value)
+
+
+def cross_model_table(models: Sequence[tuple[Layout, list[dict[str, str]]]],
+                      ratios: Sequence[float] = RATIOS, earlier: Sequence[list[Any]] = (),
+                      redundancy: Sequence[tuple[float | None, float | None, float | None]] = ()) -> Table:
+    """One row per model, unit and order: the layout, then the relative loss change at each of ``ratios``; with
+    ``earlier`` rows (:func:`earlier_rows`: other models' batteries) beside them, every row in model order. A
+    model, unit and order given twice is refused: two measurements of one thing would each claim to be it.
+    ``redundancy``: each model's share of redundant heads (:func:`redundancy_of`), in the order of ``models``."""
+    columns = columns_for(ratios)
     table = Table("models", columns, caption=(
         "Each model's attention (`MHA`: one key/value group per query head; `GQA`: groups of several; `MQA`: one "
         "group a site), sites, query heads and key/value groups in all, and the relative change of its loss with a "
@@ -85,9 +141,13 @@ def cross_model_table(models: Sequence[tuple[Layout, list[dict[str, str]]]],
         "(`head`, Michel's unit) or as whole key/value groups (`group`), in the order of importance or of the "
         "oracle (greedy by measured cost; its job ranks by importance too, on its own few examples); mean over "
         "the replicates of the procedure with a Student-t 95 % interval, from each replication's masking table. "
-        "Losses are the model's own task's (per token: next token, or target token given the source), so the "
-        "costs compare as shares of each model's loss, not across units of text."))
-    for layout, rows in models:
+        "Losses are the model's own task's (per token: next token, or target token given the source; for a "
+        "sentence encoder, its contrastive loss per query), so the costs compare as shares of each model's loss, "
+        "not across units of text. `redundant_heads`: the share of the model's query heads with a near-duplicate "
+        "sibling (cosine at or above the replication's threshold between their mean-pooled contributions to the "
+        "residual stream), mean over shards with its interval, where its replication measures it."))
+    redundancy = list(redundancy) or [(None, None, None)] * len(models)
+    for (layout, rows), redundant in zip(models, redundancy, strict=True):
         keys = sorted({(r["job"], r["unit"], r["order"]) for r in rows if r["unit"] != "none"})
         for job, unit, order in keys:
             mine = [r for r in rows if (r["job"], r["unit"], r["order"]) == (job, unit, order)]
@@ -97,7 +157,14 @@ def cross_model_table(models: Sequence[tuple[Layout, list[dict[str, str]]]],
                 cells += list(_cell(by_ratio.get(round(ratio, 4))))
             table.rows.append([layout.model, layout.task, layout.attention, layout.params, layout.sites,
                                layout.heads, layout.groups, job, unit, order,
-                               max(int(r["n_replicates"]) for r in mine), *cells])
+                               max(int(r["n_replicates"]) for r in mine), *cells, *redundant])
+    table.rows += [list(row) for row in earlier]
+    keys = [tuple(row[:2]) + tuple(row[7:10]) for row in table.rows]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise ValueError(f"cross-model table: {', '.join('/'.join(k) for k in twice)} given twice (a model's "
+                         "battery rendered apart and again beside the others?)")
+    table.rows.sort(key=lambda row: tuple(row[:2]) + tuple(row[7:10]))
     return table
 
 

@@ -1,5 +1,6 @@
 # The run sheet and the paths the rules share. Every run is declared as data by its replication
 # (replications/<name>/runs.py) and looked up here by label: no parameter is parsed out of a path.
+import glob
 import json
 import os
 import re
@@ -285,8 +286,14 @@ def _model_source(task):
     return resolve(task, PRESET, None, task_overrides(TASK_CONFIG.get(task) or {})).model.source
 
 
-MODELS = [(_model_source(task), f"{OUT}/{rep}")
-          for rep, task in sorted({(SHEET[label].replication, SHEET[label].task) for label in SHEET.labels("mask")})]
+_MASKED = sorted({(SHEET[label].replication, SHEET[label].task) for label in SHEET.labels("mask")})
+MODELS = [(_model_source(task), f"{OUT}/{rep}") for rep, task in _MASKED]
+# what else the table reads beside each masking table: the replication's redundancy table, where it renders one
+MODEL_TABLES = [f"{OUT}/{rep}/redundancy.csv" for rep, _ in _MASKED if "redundancy" in artefacts(rep)["tables"]]
+# Every other model's battery rendered under this preset's folder (`--config model=NAME` writes
+# results/<preset>/<model>/models.csv: its own row, its layout read when it ran) joins the preset's table as it is,
+# so the table spans every model run without loading (or installing) any of them again.
+MODEL_ROWS = sorted(glob.glob(f"{glob.escape(OUT)}/*/models.csv")) if MODELS and not MODEL else []
 
 
 def report_outputs():

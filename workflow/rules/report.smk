@@ -152,6 +152,8 @@ if MODELS:
         localrule: True
         input:
             [f"{folder}/masking.csv" for _, folder in MODELS],
+            MODEL_TABLES,
+            MODEL_ROWS,
         output:
             multiext(f"{OUT}/models", ".csv", ".md", ".png"),
         log:
@@ -160,9 +162,10 @@ if MODELS:
             "../../environment.yml"
         params:
             models=" ".join(f"--model {shlex.quote(f'{source}={folder}')}" for source, folder in MODELS),
+            rows=" ".join(f"--rows {shlex.quote(path)}" for path in MODEL_ROWS),
             preset=PRESET,
             root=DATA,
             folder=lambda w, output: os.path.dirname(output[0]),
         shell:
-            "heads models {params.models} --preset {params.preset} --data-root {params.root:q}"
+            "heads models {params.models} {params.rows} --preset {params.preset} --data-root {params.root:q}"
             " --out {params.folder:q} > {log:q} 2>&1 || sh workflow/scripts/say_why.sh {log:q}"
