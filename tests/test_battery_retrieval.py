@@ -79,7 +79,7 @@ def test_a_task_setting_that_is_no_setting_is_refused():
 
 def test_a_users_key_wins_over_the_tasks_own_and_the_tasks_own_over_the_default(tmp_path):
     """replication defaults < by_task[task] < the workflow config's keys: a user who sets random_orders on MPNet
-    gets theirs, not by_task.retrieval's 3; where they are silent (mask_test_windows) by_task's 32 still wins over
+    gets theirs, not by_task.retrieval's 1; where they are silent (mask_test_windows) by_task's 32 still wins over
     the default's 128."""
     def plan(mine: dict) -> dict:
         dag, _ = for_model(preset_settings(REPLICATIONS, "pretrained", {"pretrained": mine} if mine else None),
@@ -90,11 +90,27 @@ def test_a_users_key_wins_over_the_tasks_own_and_the_tasks_own_over_the_default(
         mask = next(e for e in runs if e.command == "mask")
         return {"orders": curve.params.get("orders", 1), "test_windows": mask.options["test_windows"]}
 
-    assert plan({}) == {"orders": 3, "test_windows": 32}  # by_task.retrieval over the defaults (5, 128)
+    assert plan({}) == {"orders": 1, "test_windows": 32}  # by_task.retrieval over the defaults (5, 128)
     assert plan({"random_orders": 2}) == {"orders": 2, "test_windows": 32}
     assert plan({"random_orders": 2, "mask_test_windows": 128}) == {"orders": 2, "test_windows": 128}
     # a by_task the user gives stands as given
     assert plan({"random_orders": 2, "by_task": {"retrieval": {"random_orders": 4}}})["orders"] == 4
+
+
+def test_the_ablation_runs_on_the_first_shards_its_settings_name_and_on_every_shard_by_default(tmp_path):
+    """``ablation_shards`` (MPNet's by_task: 1, an ablation costing half an hour of a core there) keeps the ablation
+    to the first shards; unset (SmolLM2's), every shard ablates."""
+    def ablated(dag: dict) -> list[int]:
+        sheet = build(REPLICATIONS, dag)
+        return sorted(sheet[label].seed for label in sheet.of[BATTERY] if sheet[label].command == "ablate")
+
+    mpnet_dag, _ = for_model(preset_settings(REPLICATIONS, "pretrained"), str(mpnet_folder(tmp_path / "enc")),
+                             REPLICATIONS)
+    assert ablated(mpnet_dag) == [0]
+    assert ablated(preset_settings(REPLICATIONS, "pretrained")) == [0, 1, 2, 3]
+    two, _ = for_model(preset_settings(REPLICATIONS, "pretrained", {"pretrained": {"ablation_shards": 2}}),
+                       str(mpnet_folder(tmp_path / "enc2")), REPLICATIONS)
+    assert ablated(two) == [0, 1]  # the user's key wins over the task's
 
 
 def test_the_plan_sizes_mpnet_from_its_layout():
