@@ -1358,6 +1358,27 @@ def test_a_tree_says_which_runs_its_sheet_declares(tmp_path):
     assert RunTree(tmp_path).declares_run("lm", "scratch", "uniform", 0.5)
 
 
+
+def test_an_analysis_the_preset_leaves_out_is_not_run_at_this_preset(tmp_path):
+    """An analysis's label names its folder and arm (``TASK/analysis/FOLDER[/ARM]/seedN``), so a claim reading a
+    curve scorer, or an ablation, that the sheet declares nowhere is *not run at this preset* (MPNet's battery
+    drops the similarity curve and ablates one shard), not a missing input; a declared one is read as before."""
+    tree = RunTree(tmp_path, labels=["lm/analysis/curve/importance/seed0", "lm/analysis/ablation/seed0",
+                                     "lm/analysis/roles/importance0.5/seed0"])
+    assert tree.declares_analysis("lm", "curve", "importance") and tree.declares_analysis("lm", "curve", None)
+    assert not tree.declares_analysis("lm", "curve", "similarity") and not tree.declares_analysis("mt", "curve", None)
+    assert tree.declares_analysis("lm", "ablation", None) and tree.declares_analysis("lm", "roles", "importance*")
+    assert RunTree(tmp_path).declares_analysis("lm", "curve", "similarity")
+    claims = {c.id: c for c in load_all(REPLICATIONS)}
+    similarity = evaluate(claims["B3-pt-similarity"], tree)
+    assert (similarity.verdict, similarity.precondition) == ("not run at this preset", "not run")
+    assert "lm/analysis/curve/similarity" in similarity.note
+    random = evaluate(claims["B3-pt-random"], tree)  # its random curve is undeclared too; importance is declared
+    assert random.verdict == "not run at this preset" and "lm/analysis/curve/importance" not in random.note
+    declared = RunTree(tmp_path, labels=["lm/analysis/curve/importance/seed0", "lm/analysis/curve/similarity/seed0"])
+    assert evaluate(claims["B3-pt-similarity"], declared).verdict == "inconclusive"  # declared, its files missing
+
+
 def test_the_rule_names_each_reason_a_claim_is_not_run_at_this_preset():
     """*not run at this preset* is explained for the reasons the ledger's rows have: a replication whose settings
     are null there, a task or an arm its settings leave out, or several (a merged ledger); none without such a

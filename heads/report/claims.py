@@ -21,6 +21,7 @@ from heads.io import write_json, write_text
 from heads.report.baselines import baselines_table
 from heads.report.collect import RunTree
 from heads.report.fmt import Table, fmt
+from heads.report.kinds import KINDS
 from heads.report.measures import SeedValues, measure, precondition_values
 from heads.report.robustness import FRAGILE, NOT_MEASURED, robustness
 from heads.report.spec import Claim, Precondition
@@ -313,12 +314,26 @@ def _undeclared(claim: Claim, tree: RunTree) -> list[str]:
     be measured. None where the tree was read without the sheet's labels."""
     out = []
     for sel in (claim.a, claim.b):
-        if sel is None or sel.get("from", "run") != "run":
+        if sel is None:
+            continue
+        source = sel.get("from", "run")
+        if source in DECLARED_ANALYSES:  # an analysis: declared by its label (its arm by the kind's arm key)
+            how = KINDS[source]
+            arm = str(sel.get(how.arm, how.default)) if how.arm and how.arm != "step" else None
+            if not tree.declares_analysis(sel["task"], how.analysis, arm):
+                out.append(f"{sel['task']}/analysis/{how.analysis}" + (f"/{arm}" if arm else ""))
+            continue
+        if source != "run":
             continue
         task, variant, arm, ratio = sel["task"], str(sel["variant"]), str(sel.get("arm", "*")), sel.get("ratio")
         if not tree.declares_run(task, variant, arm, ratio):
             out.append(f"{task}/{variant}/{arm}/{'*' if ratio is None else ratio}")
     return out
+
+
+# the analyses whose run-sheet labels name their folder and arm (heads.sheet.analysis_label), so an undeclared
+# one is known: the others (a snapshot's step, a genre probe) are not judged by their labels
+DECLARED_ANALYSES = frozenset({"ablation", "all_but_one", "curve", "mask", "redundancy", "roles", "shift", "speed"})
 
 
 def _with_provenance(claim: Claim, tree: RunTree) -> Claim:

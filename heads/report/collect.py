@@ -619,6 +619,20 @@ class RunTree:
                 return True
         return False
 
+    def declares_analysis(self, task: str, analysis: str, arm: str | None) -> bool:
+        """Whether the run-sheet entries the tree was read by declare an analysis of ``task`` in the folder
+        ``analysis`` (:func:`heads.sheet.analysis_label`: ``TASK/analysis/FOLDER[/ARM]/seedN``) whose arm matches
+        the pattern ``arm`` (None: any, or an analysis without arms); True where the tree was read without labels."""
+        if self.labels is None:
+            return True
+        for label in self.labels:
+            parts = label.split("/")
+            if len(parts) < 4 or parts[:3] != [task, "analysis", analysis]:
+                continue
+            if arm is None or (len(parts) == 5 and fnmatch.fnmatchcase(parts[3], arm)):
+                return True
+        return False
+
     def note_read(self, runs: list[Run]) -> list[Run]:
         """``runs``, noted as read: the environment note of a ledger names every record a claim read."""
         self._read_runs.update(r.name for r in runs)
