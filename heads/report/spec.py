@@ -414,13 +414,13 @@ def _read_claims(doc: Mapping, path: Path, shared: Mapping[str, Precondition], t
     replication = str(doc.get("replication", path.parent.name))
     own = {} if task == doc.get("task") else doc["tasks"][task]
     where = f"{path}: tasks.{task}"
-    if not isinstance(own, Mapping) or set(own) - {"preconditions", "claims"}:
-        raise ClaimSpecError(f"{where}: must map preconditions and/or claims to what changes on the task")
+    if not isinstance(own, Mapping) or set(own) - {"preconditions", "claims", "seeds_are"}:
+        raise ClaimSpecError(f"{where}: must map preconditions, claims and/or seeds_are to what changes on the task")
     raw_pre = _over(doc.get("preconditions"), own.get("preconditions"), "preconditions", where)
     by_id = {str(c.get("id")): c for c in doc["claims"] if isinstance(c, Mapping)}
     raw_claims = _over(by_id, own.get("claims"), "claims", where)
     named = resolve_direct({**shared, **parse_preconditions(raw_pre, str(path), task)}, str(path))
-    seeds_are = doc.get("seeds_are")
+    seeds_are = own.get("seeds_are", doc.get("seeds_are"))  # a task's own text (its shards are of its own data)
     if seeds_are is not None and not (isinstance(seeds_are, str) and seeds_are.strip()):
         raise ClaimSpecError(f"{path}: seeds_are must say in words what a seed is, got {seeds_are!r}")
     claims = [parse_claim(_with_task(raw_claims.get(str(raw.get("id")), raw) if isinstance(raw, Mapping) else raw,
