@@ -95,6 +95,11 @@ def test_each_model_s_redundant_heads_sit_beside_its_costs_read_from_its_redunda
                               redundancy=[redundancy_of(folder)])
     assert table.columns[-3:] == ["redundant_heads", "redundant_heads_ci_low", "redundant_heads_ci_high"]
     assert [row[-3:] for row in table.rows] == [[0.0333, 0.02, 0.05]] * 2  # the model's, on each of its rows
+    cols += ",control_similarity"  # a planted copy the measure did not find: no share, rather than a false zero
+    (folder / "redundancy.csv").write_text(f"{cols}\nlm,base,head,residual,mean,0.85,4,0.0,0.0,0.0,0.79\n")
+    assert redundancy_of(folder) == (None, None, None)
+    (folder / "redundancy.csv").write_text(f"{cols}\nlm,base,head,residual,mean,0.85,4,0.1,0.0,0.2,1.0\n")
+    assert redundancy_of(folder) == (0.1, 0.0, 0.2)
     (folder / "redundancy.csv").write_text(f"{cols}\n")
     with pytest.raises(ValueError, match="0 rows"):
         redundancy_of(folder)

@@ -88,7 +88,7 @@ def columns_for(ratios: Sequence[float] = RATIOS) -> list[str]:
 # The model's redundancy, beside what masking cost (the same for each of its rows): the share of its query heads
 # with a near-duplicate sibling (heads redundancy: cosine >= its threshold between their mean-pooled contributions
 # to the residual stream), mean over shards with its interval, from the redundancy table rendered beside its masking
-# table; empty for a model whose replication measures none.
+# table; empty for a model whose replication measures none, or whose positive control the measure did not find.
 REDUNDANT = ("redundant_heads", "redundant_heads_ci_low", "redundant_heads_ci_high")
 REDUNDANCY_ROW = {"arm": "base", "unit": "head", "space": "residual", "pooling": "mean"}
 
@@ -103,6 +103,11 @@ def redundancy_of(folder: Path) -> tuple[float | None, float | None, float | Non
     if len(found) != 1:
         raise ValueError(f"{path}: {len(found)} rows of {REDUNDANCY_ROW}; expected one")
     row = found[0]
+    control, threshold = row.get("control_similarity"), row.get("threshold")
+    if control and threshold and float(control) < float(threshold):
+        # the positive control (a head planted as a copy of its sibling) was not found: a share of zero would say
+        # the measure saw no duplicate, when it could not have seen one
+        return None, None, None
     return tuple(float(row[k]) if row[k] else None  # type: ignore[return-value]
                  for k in ("redundancy_ratio", "ci_low", "ci_high"))
 
@@ -145,7 +150,8 @@ def cross_model_table(models: Sequence[tuple[Layout, list[dict[str, str]]]],
         "sentence encoder, its contrastive loss per query), so the costs compare as shares of each model's loss, "
         "not across units of text. `redundant_heads`: the share of the model's query heads with a near-duplicate "
         "sibling (cosine at or above the replication's threshold between their mean-pooled contributions to the "
-        "residual stream), mean over shards with its interval, where its replication measures it."))
+        "residual stream), mean over shards with its interval, where its replication measures it and the measure finds "
+        "a head planted as a copy of its sibling (its positive control)."))
     redundancy = list(redundancy) or [(None, None, None)] * len(models)
     for (layout, rows), redundant in zip(models, redundancy, strict=True):
         keys = sorted({(r["job"], r["unit"], r["order"]) for r in rows if r["unit"] != "none"})
