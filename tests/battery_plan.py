@@ -17,10 +17,10 @@ def digests(folder: Path, skip: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file() and skip not in p.parents}
 
 
-def plan_shipped(tmp_path: Path, model: str) -> tuple[str, list[str], bool]:
-    """``snakemake -n -p pretrained --config preset=pretrained model=MODEL`` (a shipped name) in a copy of the
-    repository with its committed results: the output, the planned outputs, and whether every result outside
-    ``results/pretrained/MODEL`` is unchanged."""
+def plan_shipped(tmp_path: Path, model: str, slug: str | None = None) -> tuple[str, list[str], bool]:
+    """``snakemake -n -p pretrained --config preset=pretrained model=MODEL`` (a shipped name, or a local folder
+    whose results go under ``slug``) in a copy of the repository with its committed results: the output, the
+    planned outputs, and whether every result outside ``results/pretrained/SLUG`` is unchanged."""
     from smoke_dag import copy_repo
 
     repo = copy_repo(tmp_path / "repo", results=True)
@@ -28,7 +28,7 @@ def plan_shipped(tmp_path: Path, model: str) -> tuple[str, list[str], bool]:
     if shipped.is_dir():  # the converted cache, read only (else the plan says "not checked" and goes on)
         (repo / "resources" / "data").mkdir(parents=True)
         (repo / "resources" / "data" / "shipped").symlink_to(shipped)
-    mine = repo / "results" / "pretrained" / model
+    mine = repo / "results" / "pretrained" / (slug or model)
     before = digests(repo / "results", mine)
     run = snakemake("-n", "-p", "--forceall", BATTERY, "--config", "preset=pretrained", f"model={model}",
                     cwd=repo, env=with_shipped_packages(tmp_path))

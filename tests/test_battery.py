@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
-from battery_plan import digests
-from test_workflow import needs_snakemake, snakemake, with_shipped_packages
+from battery_plan import plan_shipped
+from test_workflow import needs_snakemake
 
 from heads.battery import BATTERY, for_model, model_slug
 from heads.sheet import SheetError, build, preset_settings
@@ -72,25 +72,14 @@ def test_a_model_named_twice_or_named_as_an_output_folder_is_refused(tmp_path):
 
 @needs_snakemake
 def test_the_battery_on_a_local_llama_plans_under_its_own_folder_and_leaves_the_committed_results(tmp_path):
-    from smoke_dag import copy_repo
-
-    repo = copy_repo(tmp_path / "repo", results=True)
-    folder = llama_folder(tmp_path / "my-llama")
-    mine = repo / "results" / "pretrained" / "my-llama"
-    before = digests(repo / "results", mine)
-    run = snakemake("-n", "-p", "--forceall", BATTERY, "--config", "preset=pretrained", f"model={folder}",
-                    cwd=repo, env=with_shipped_packages(tmp_path))
-    out = run.stdout + run.stderr
-    assert run.returncode == 0, out[-3000:]
-    outputs = [p.strip() for line in out.splitlines() if line.lstrip().startswith("output: ")
-               for p in line.split("output: ", 1)[1].split(",")]
+    out, outputs, unchanged = plan_shipped(tmp_path, str(llama_folder(tmp_path / "my-llama")), "my-llama")
     assert outputs and all(p.startswith("results/pretrained/my-llama/")
                            or p == "resources/data/.ready-lm-pretrained-my-llama" for p in outputs), outputs
     assert "results/pretrained/my-llama/pretrained/claims.md" in outputs
     # its own row of the cross-model table, which the preset's table reads later without loading the model again
     assert "results/pretrained/my-llama/models.csv" in outputs
     assert re.search(r"heads models --model \S+my-llama=results/pretrained/my-llama/pretrained ", out)
-    assert digests(repo / "results", mine) == before  # the committed SmolLM2 results, byte for byte
+    assert unchanged  # the committed SmolLM2 results, byte for byte
     # the sample of layers follows the model (3 layers here), resolved by the command on the model it loads
     assert re.search(r"heads ablate .*--spread-layers 6", out)
 
