@@ -65,6 +65,7 @@ def preset_settings(root: str | Path, preset: str, overrides: Mapping[str, Any] 
                                  f"({path} {said})")
             continue
         mine = overrides.pop(name, None) or {}
+        doc = {**doc, preset: _like(doc, preset, path)}
         schema = Path(root) / name / "settings.schema.yaml"
         if schema.is_file():  # the names its settings give, where its schema marks them (registry: scorer)
             _check_names(doc[preset], schema, f"{path}: {preset}.")
@@ -81,6 +82,23 @@ def preset_settings(root: str | Path, preset: str, overrides: Mapping[str, Any] 
     if overrides:
         raise SheetError(f"dag overrides name no replication: {sorted(overrides)}; replications: {replications(root)}")
     return dag
+
+
+def _like(doc: Mapping[str, Any], preset: str, path: Path) -> dict[str, Any]:
+    """A replication's settings at ``preset``: those of the preset its ``like:`` names (a quick look at the
+    pretrained models reads their pretrained settings) with its own keys laid over them, or its own alone."""
+    from heads.presets import laid_over
+
+    if not isinstance(doc[preset], Mapping):
+        return doc[preset]  # its schema says what it should be
+    mine = dict(doc[preset])
+    base = mine.pop("like", None)
+    if base is None:
+        return mine
+    if base == preset or not isinstance(doc.get(base), Mapping) or "like" in doc[base]:
+        raise SheetError(f"{path}: {preset}.like: {base!r} must name another preset's settings in this file, "
+                         f"not themselves like one; here: {sorted(k for k, v in doc.items() if v)}")
+    return laid_over(doc[base], mine)
 
 
 def _under_user(settings: dict[str, Any], mine: Mapping[str, Any]) -> dict[str, Any]:
