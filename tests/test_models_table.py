@@ -10,7 +10,15 @@ import pytest
 from heads import models
 from heads.cli import main
 from heads.cli.common import UserError
-from heads.report.models import Layout, cross_model_table, earlier_rows, layout_of, masking_rows, redundancy_of
+from heads.report.models import (
+    Layout,
+    cross_model_table,
+    earlier_rows,
+    layout_of,
+    masking_rows,
+    redundancy_of,
+    removable_of,
+)
 
 COLUMNS = ["task", "job", "order", "unit", "ratio", "n_replicates", "heads_closed", "loss", "ci_low", "ci_high",
            "relative", "relative_ci_low", "relative_ci_high", "perplexity"]
@@ -105,6 +113,29 @@ def test_each_model_s_redundant_heads_sit_beside_its_costs_read_from_its_redunda
         redundancy_of(folder)
 
 
+def test_each_model_s_removable_share_is_its_ledger_s_removable_claim_on_its_task(tmp_path):
+    """`removable` is what the replication's ledger measured for its removable claim (B3) on the model's task, with
+    its interval: copied from the judged row, never recomputed, and empty where no such claim was judged."""
+    folder = _masking(tmp_path / "a", "mt", [("importance", "importance", "head", 0.3, 0.2)])
+    assert removable_of(folder, "mt") == (None, None, None)  # no ledger rendered yet
+    cols = "claim,replication,verdict,effect,ci_low,ci_high,task,quantity"
+    ledger = (f"{cols}\nB3-mt-removable,michel2019,not supported,0.0352,-0.0363,0.1066,mt,"
+              "curve/importance:removable@budget=0.028\n"
+              "B3-cls-removable,michel2019,not run at this preset,,,,cls,curve/importance:removable@budget=0.012\n"
+              "B3-mt-random,michel2019,supported,0.1,0.05,0.15,mt,curve/importance:retained@0.5\n")
+    (folder / "claims.csv").write_text(ledger)
+    assert removable_of(folder, "mt") == (0.0352, -0.0363, 0.1066)
+    assert removable_of(folder, "cls") == (None, None, None)  # not judged there: empty, not zero
+    table = cross_model_table([(Layout("m", "mt", 100, 2, 8, 8), masking_rows(folder / "masking.csv"))],
+                              removable=[removable_of(folder, "mt")])
+    got = dict(zip(table.columns, table.rows[0], strict=True))
+    assert (got["removable"], got["removable_ci_low"], got["removable_ci_high"]) == (0.0352, -0.0363, 0.1066)
+    (folder / "claims.csv").write_text(ledger + "B3-mt-removable-2,michel2019,supported,0.3,0.2,0.4,mt,"
+                                                "curve/importance:removable@budget=0.05\n")
+    with pytest.raises(ValueError, match="2 removable claims on 'mt'"):
+        removable_of(folder, "mt")
+
+
 def test_the_cli_takes_rows_rendered_before(tmp_path):
     alpha = _table(tmp_path, "alpha", 100)
     assert main(["models", "--rows", str(alpha), "--rows", str(_table(tmp_path, "beta", 200)),
@@ -137,6 +168,8 @@ def test_the_pretrained_dag_renders_the_table_from_every_masked_model(tmp_path):
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-3000:]
     assert "--model bergamot-en-pt=results/pretrained/michel2019 --model smollm2=results/pretrained/pretrained" in out
+    job = next(block for block in out.split("rule ") if block.startswith("models:"))
+    assert all(f"results/pretrained/{rep}/claims.csv" in job for rep in ("michel2019", "pretrained"))  # removable
 
 
 def test_every_model_battery_rendered_under_the_preset_joins_its_table(tmp_path):

@@ -29,16 +29,17 @@ def cmd_models(args: argparse.Namespace) -> int:
         earlier = [row for path in args.rows or [] for row in cross.earlier_rows(path)]
         redundancy = [cross.redundancy_of(folder) for _, folder in pairs]
         tables = [cross.masking_rows(folder / "masking.csv") for _, folder in pairs]
+        tasks = [sorted({r["task"] for r in rows}) for rows in tables]
+        for (_, folder), masked in zip(pairs, tasks, strict=True):
+            if len(masked) != 1:
+                raise ValueError(f"{folder / 'masking.csv'} masks {masked or 'nothing'}; one task per model")
+        removable = [cross.removable_of(folder, task) for (_, folder), (task,) in zip(pairs, tasks, strict=True)]
     except (FileNotFoundError, ValueError) as exc:
         raise fail(f"models: {exc}") from None
-    models = []
-    for (source, folder), rows in zip(pairs, tables, strict=True):
-        tasks = sorted({r["task"] for r in rows})
-        if len(tasks) != 1:
-            raise fail(f"models: {folder / 'masking.csv'} masks {tasks or 'nothing'}; one task per model")
-        models.append((cross.load_layout(source, tasks[0], args.preset, args.data_root), rows))
+    models = [(cross.load_layout(source, task, args.preset, args.data_root), rows)
+              for (source, _), (task,), rows in zip(pairs, tasks, tables, strict=True)]
     try:
-        table = cross.cross_model_table(models, earlier=earlier, redundancy=redundancy)
+        table = cross.cross_model_table(models, earlier=earlier, redundancy=redundancy, removable=removable)
     except ValueError as exc:
         raise fail(f"models: {exc}") from None
     written = table.write(out, "models")

@@ -82,7 +82,33 @@ def columns_for(ratios: Sequence[float] = RATIOS) -> list[str]:
     for r in ratios:
         pct = f"{round(r * 100)}"
         columns += [f"cost_{pct}", f"cost_{pct}_ci_low", f"cost_{pct}_ci_high"]
-    return columns + list(REDUNDANT)
+    return columns + list(REMOVABLE) + list(REDUNDANT)
+
+
+# What pruning step by step removes before the model's task notices, beside what masking a fixed share cost (the same
+# for each of its rows): the largest share of its heads pruned in importance order, 5 % at a time, before its metric
+# falls past the budget its replication's removable claim reads (B3: a relative loss of the task's metric), mean
+# over shards with its interval, as that claim's ledger row has it; empty where the ledger judged no such claim on
+# the model's task.
+REMOVABLE = ("removable", "removable_ci_low", "removable_ci_high")
+REMOVABLE_QUANTITY = "curve/importance:removable@"  # the ledger's quantity column: what the claim measured
+
+
+def removable_of(folder: Path, task: str) -> tuple[float | None, float | None, float | None]:
+    """The removable share of ``task``'s model as ``folder``'s ledger (claims.csv) measured it, or Nones."""
+    path = folder / "claims.csv"
+    if not path.is_file():
+        return None, None, None
+    with path.open(newline="") as f:
+        found = [r for r in csv.DictReader(f) if r.get("task") == task and r.get("effect")
+                 and (r.get("quantity") or "").startswith(REMOVABLE_QUANTITY)]
+    if len(found) > 1:
+        raise ValueError(f"{path}: {len(found)} removable claims on {task!r} ({', '.join(r['claim'] for r in found)});"
+                         " expected at most one")
+    if not found:
+        return None, None, None
+    return tuple(float(found[0][k]) if found[0][k] else None  # type: ignore[return-value]
+                 for k in ("effect", "ci_low", "ci_high"))
 
 
 # The model's redundancy, beside what masking cost (the same for each of its rows): the share of its query heads
@@ -133,11 +159,13 @@ def _typed(column: str, value: str) -> Any:
 
 def cross_model_table(models: Sequence[tuple[Layout, list[dict[str, str]]]],
                       ratios: Sequence[float] = RATIOS, earlier: Sequence[list[Any]] = (),
-                      redundancy: Sequence[tuple[float | None, float | None, float | None]] = ()) -> Table:
+                      redundancy: Sequence[tuple[float | None, float | None, float | None]] = (),
+                      removable: Sequence[tuple[float | None, float | None, float | None]] = ()) -> Table:
     """One row per model, unit and order: the layout, then the relative loss change at each of ``ratios``; with
     ``earlier`` rows (:func:`earlier_rows`: other models' batteries) beside them, every row in model order. A
     model, unit and order given twice is refused: two measurements of one thing would each claim to be it.
-    ``redundancy``: each model's share of redundant heads (:func:`redundancy_of`), in the order of ``models``."""
+    ``redundancy`` and ``removable``: each model's share of redundant heads (:func:`redundancy_of`) and of heads
+    removable step by step (:func:`removable_of`), in the order of ``models``."""
     columns = columns_for(ratios)
     table = Table("models", columns, caption=(
         "Each model's attention (`MHA`: one key/value group per query head; `GQA`: groups of several; `MQA`: one "
@@ -148,12 +176,16 @@ def cross_model_table(models: Sequence[tuple[Layout, list[dict[str, str]]]],
         "the replicates of the procedure with a Student-t 95 % interval, from each replication's masking table. "
         "Losses are the model's own task's (per token: next token, or target token given the source; for a "
         "sentence encoder, its contrastive loss per query), so the costs compare as shares of each model's loss, "
-        "not across units of text. `redundant_heads`: the share of the model's query heads with a near-duplicate "
+        "not across units of text. `removable`: the largest share of the heads pruned step by step in importance "
+        "order (5 % at a time) before the model's metric falls past the budget its replication's removable claim "
+        "reads (a relative loss of the task's metric; the claim's ledger row says which), mean over shards with "
+        "its interval, from that row. `redundant_heads`: the share of the model's query heads with a near-duplicate "
         "sibling (cosine at or above the replication's threshold between their mean-pooled contributions to the "
-        "residual stream), mean over shards with its interval, where its replication measures it and the measure finds "
-        "a head planted as a copy of its sibling (its positive control)."))
+        "residual stream), mean over shards with its interval, where its replication measures it and the measure "
+        "finds a head planted as a copy of its sibling (its positive control)."))
     redundancy = list(redundancy) or [(None, None, None)] * len(models)
-    for (layout, rows), redundant in zip(models, redundancy, strict=True):
+    removable = list(removable) or [(None, None, None)] * len(models)
+    for (layout, rows), redundant, removed in zip(models, redundancy, removable, strict=True):
         keys = sorted({(r["job"], r["unit"], r["order"]) for r in rows if r["unit"] != "none"})
         for job, unit, order in keys:
             mine = [r for r in rows if (r["job"], r["unit"], r["order"]) == (job, unit, order)]
@@ -163,7 +195,7 @@ def cross_model_table(models: Sequence[tuple[Layout, list[dict[str, str]]]],
                 cells += list(_cell(by_ratio.get(round(ratio, 4))))
             table.rows.append([layout.model, layout.task, layout.attention, layout.params, layout.sites,
                                layout.heads, layout.groups, job, unit, order,
-                               max(int(r["n_replicates"]) for r in mine), *cells, *redundant])
+                               max(int(r["n_replicates"]) for r in mine), *cells, *removed, *redundant])
     table.rows += [list(row) for row in earlier]
     keys = [tuple(row[:2]) + tuple(row[7:10]) for row in table.rows]
     twice = sorted({k for k in keys if keys.count(k) > 1})

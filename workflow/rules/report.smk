@@ -152,6 +152,8 @@ if MODELS:
         localrule: True
         input:
             [f"{folder}/masking.csv" for _, folder in MODELS],
+            # the removable share each replication's ledger measured (heads.report.models.removable_of)
+            [f"{folder}/claims.csv" for _, folder in MODELS],
             MODEL_TABLES,
             MODEL_ROWS,
         output:
