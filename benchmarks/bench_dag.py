@@ -2,7 +2,8 @@
 DAG's in an up-to-date checkout, --tree), against the targets of the issue
 (tiny <= 45 min is measured by a real `snakemake --cores 2` run and passed in with --tiny-seconds; each
 replication's small target, <= 150 min, likewise with --small NAME=SECONDS; the pretrained target, <= 150 min,
-with --pretrained SECONDS; its translation part, <= 60 min, with --translation SECONDS). dag.md lists every
+with --pretrained SECONDS; its translation part, <= 60 min, with --translation SECONDS; README's first command,
+the default run on real models from a fresh clone, <= 90 min, with --default SECONDS). dag.md lists every
 `dag.*` entry summary.json holds, so a later call that measures one thing keeps the others' rows.
 """
 
@@ -42,12 +43,11 @@ def main() -> None:
     p.add_argument("--tiny-seconds", type=float, help="measured wall-clock of the full tiny run, if known")
     p.add_argument("--small", nargs="+", default=[], metavar="NAME=SECONDS",
                    help="measured wall-clock of `snakemake --cores 2 NAME --config preset=small`, per replication")
-    p.add_argument("--pretrained", type=float, metavar="SECONDS",
-                   help="measured wall-clock of `snakemake --cores 2 pretrained --config preset=pretrained`, from "
-                   "nothing")
-    p.add_argument("--translation", type=float, metavar="SECONDS",
-                   help="measured wall-clock of `snakemake --cores 2 michel2019 voita2019 --config preset=pretrained` "
-                   "(the translation claims on the shipped Bergamot model), from nothing")
+    for flag, (_, _, command) in WHOLE_RUNS.items():
+        p.add_argument(f"--{flag}", type=float, metavar="SECONDS", help=f"measured wall-clock of {command}")
+    p.add_argument("--jobs", type=Path, metavar="BENCHMARKS",
+                   help="a run's job benchmark folder (logs/<stage>/benchmarks): where its time went, job kind by job "
+                   "kind, written beside --out as dag_jobs_<stage>.md")
     p.add_argument("--conditions", default="",
                    help="how the --small, --pretrained or --translation runs were measured (kept)")
     p.add_argument("--no-smoke", action="store_true", help="skip the fresh smoke run (minutes)")
@@ -89,26 +89,75 @@ def main() -> None:
         extra = {"conditions": args.conditions} if args.conditions else {}
         entries[f"dag.small.{name}.wall_min"] = entry(round(minutes, 1), SMALL_TARGET_MIN,
                                                       minutes <= SMALL_TARGET_MIN, "minutes on 2 cores", **extra)
-    if args.pretrained:
-        minutes = args.pretrained / 60
-        extra = {"conditions": args.conditions} if args.conditions else {}
-        entries["dag.pretrained.wall_min"] = entry(round(minutes, 1), SMALL_TARGET_MIN, minutes <= SMALL_TARGET_MIN,
-                                                   "minutes on 2 cores", **extra)
-    if args.translation:
-        minutes = args.translation / 60
-        extra = {"conditions": args.conditions} if args.conditions else {}
-        entries["dag.pretrained.translation.wall_min"] = entry(
-            round(minutes, 1), TRANSLATION_TARGET_MIN, minutes <= TRANSLATION_TARGET_MIN, "minutes on 2 cores", **extra)
+    for flag, (key, target, _) in WHOLE_RUNS.items():
+        seconds = getattr(args, flag)
+        if seconds:
+            extra = {"conditions": args.conditions} if args.conditions else {}
+            entries[key] = entry(round(seconds / 60, 1), target, seconds / 60 <= target, "minutes on 2 cores", **extra)
     update_summary(args.summary, entries)
     text = render(json.loads(args.summary.read_text()))
     write_text(args.out, text)
     print(text)
+    if args.jobs:
+        stage = args.jobs.parent.name
+        by_kind = job_costs(args.jobs)
+        if not by_kind:
+            raise SystemExit(f"--jobs {args.jobs}: no job benchmark files (*.tsv) there")
+        jobs = render_jobs(by_kind, stage, args.conditions)
+        write_text(args.out.parent / f"dag_jobs_{stage}.md", jobs)
+        print(jobs)
+
+
+def job_costs(folder: Path) -> dict[str, list[float]]:
+    """Each job kind's wall-clock seconds, from Snakemake's benchmark files under ``folder``: a kind is the job's
+    path with its seed (the last part) dropped, so the shards or replicates of one measurement are one kind."""
+    import csv
+
+    out: dict[str, list[float]] = {}
+    for path in sorted(folder.rglob("*.tsv")):
+        with path.open(newline="") as f:
+            rows = list(csv.DictReader(f, delimiter="\t"))
+        if rows:
+            kind = str(path.relative_to(folder).parent) if path.stem.startswith("seed") else \
+                str(path.relative_to(folder).with_suffix(""))
+            out.setdefault(kind, []).append(float(rows[-1]["s"]))
+    return out
+
+
+def render_jobs(by_kind: dict[str, list[float]], stage: str, conditions: str = "") -> str:
+    """Where a run's time went: per job kind, its jobs, their minutes of one core in all, median and longest."""
+    from statistics import median
+
+    total = sum(sum(v) for v in by_kind.values())
+    rows = [f"| `{kind}` | {len(v)} | {sum(v) / 60:.1f} | {median(v) / 60:.1f} | {max(v) / 60:.1f} | "
+            f"{100 * sum(v) / total:.0f} |" for kind, v in sorted(by_kind.items(), key=lambda kv: -sum(kv[1]))]
+    said = f" {conditions}" if conditions else ""
+    return (f"# Where the {stage} run's time went\n\nEach job kind of the run (its jobs' benchmark files, "
+            f"logs/{stage}/benchmarks/; a kind's shards or replicates together), costliest first: "
+            f"{sum(len(v) for v in by_kind.values())} jobs, {total / 60:.1f} minutes of a core in all.{said}\n\n"
+            "| job kind | jobs | minutes in all | median | longest | % of all |\n"
+            "| --- | --: | --: | --: | --: | --: |\n" + "\n".join(rows) + "\n")
 
 
 SMALL_TARGET_MIN = 150
 TRANSLATION_TARGET_MIN = 60
+DEFAULT_TARGET_MIN = 90
+# the whole runs timed by hand and passed in (flag -> summary key, target in minutes, what was timed)
+WHOLE_RUNS = {
+    "pretrained": ("dag.pretrained.wall_min", SMALL_TARGET_MIN,
+                   "`snakemake --cores 2 pretrained --config preset=pretrained`, from nothing"),
+    "translation": ("dag.pretrained.translation.wall_min", TRANSLATION_TARGET_MIN,
+                    "`snakemake --cores 2 michel2019 voita2019 --config preset=pretrained` (the translation claims on "
+                    "the shipped Bergamot model), from nothing"),
+    "default": ("dag.quick.wall_min", DEFAULT_TARGET_MIN,
+                "README's first command in a fresh clone: the install, then `snakemake --cores 2` (the quick preset on "
+                "SmolLM2 and Bergamot), from nothing"),
+}
 LABELS = {"dag.smoke.wall_s": "smoke, fresh copy", "dag.smoke.noop_rerun_s": "smoke, no-op rerun",
-          "dag.tiny.noop_rerun_s": "tiny, no-op rerun", "dag.tiny.wall_min": "tiny, full run (`snakemake --cores 2`)",
+          "dag.tiny.noop_rerun_s": "tiny, no-op rerun",
+          "dag.tiny.wall_min": "tiny, full run (`snakemake --cores 2 --config preset=tiny`)",
+          "dag.quick.wall_min": "quick, the default run from a fresh clone (README's first command: install, then "
+                                "`snakemake --cores 2`)",
           "dag.pretrained.wall_min": "pretrained, from nothing (`snakemake --cores 2 pretrained --config "
                                      "preset=pretrained`)",
           "dag.pretrained.translation.wall_min": "pretrained, translation part, from nothing (`snakemake --cores 2 "

@@ -410,3 +410,22 @@ def test_bench_dag_times_no_op_only_on_a_tree_with_nothing_to_do(tmp_path, monke
     (tmp_path / "done").touch()
     run_script("bench_dag", *argv, monkeypatch=monkeypatch)
     assert json.loads(summary.read_text())["dag.tiny.noop_rerun_s"]["measured"] > 0
+
+
+def test_bench_dag_records_the_default_run_and_where_its_time_went(tmp_path, monkeypatch):
+    """README's first command, timed by hand from a fresh clone, is recorded against its 90-minute target, and the
+    run's job benchmark files say where the time went: one row per job kind, its shards or replicates together."""
+    bench = tmp_path / "logs" / "quick" / "benchmarks"
+    for path, seconds in (("runs/lm/analysis/curve/random/seed0.tsv", 120.0),
+                          ("runs/lm/analysis/curve/random/seed1.tsv", 180.0), ("data/lm.tsv", 30.0)):
+        (bench / path).parent.mkdir(parents=True, exist_ok=True)
+        (bench / path).write_text(f"s\th:m:s\tmax_rss\n{seconds}\t0:00:00\t1.0\n")
+    summary, out = tmp_path / "summary.json", tmp_path / "dag.md"
+    run_script("bench_dag", "--no-smoke", "--default", "6000", "--jobs", str(bench), "--conditions", "as measured",
+               "--summary", str(summary), "--out", str(out), monkeypatch=monkeypatch)
+    entry = json.loads(summary.read_text())["dag.quick.wall_min"]
+    assert (entry["measured"], entry["target"], entry["met"], entry["conditions"]) == (100.0, 90, False, "as measured")
+    assert "quick, the default run from a fresh clone" in out.read_text()
+    jobs = (tmp_path / "dag_jobs_quick.md").read_text()
+    assert "3 jobs, 5.5 minutes of a core in all. as measured" in jobs
+    assert jobs.index("`runs/lm/analysis/curve/random` | 2 | 5.0 | 2.5 | 3.0 | 91 |") < jobs.index("`data/lm` | 1 |")

@@ -250,3 +250,23 @@ def test_readme_rendering_lives_outside_the_library():
     done = subprocess.run([sys.executable, "-m", "tools.readme", "--help"], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0 and "usage: python -m tools.readme" in done.stdout and "--check" in done.stdout
+
+
+def test_a_wall_block_is_the_benchmarks_measured_time_and_refuses_an_unmeasured_one(tmp_path):
+    """README states the default run's time from results/bench/summary.json (benchmarks/bench_dag.py), never typed:
+    a wall block holds the entry's time, target and conditions; an entry the benchmarks never recorded is refused."""
+    import json
+
+    (tmp_path / "results" / "bench").mkdir(parents=True)
+    entry = {"measured": 81.5, "unit": "minutes on 2 cores", "target": 90, "met": True, "conditions": "from nothing"}
+    (tmp_path / "results" / "bench" / "summary.json").write_text(json.dumps({"dag.quick.wall_min": entry}))
+    readme = tmp_path / "README.md"
+    readme.write_text("in\n<!-- wall: dag.quick.wall_min -->\n42 minutes, typed\n<!-- /wall -->\nafter\n")
+    text = refresh(readme)
+    assert text == ("in\n<!-- wall: dag.quick.wall_min -->\n\n81.5 minutes on 2 cores (target 90): from nothing.\n\n"
+                    "<!-- /wall -->\nafter\n")
+    readme.write_text(text)
+    assert refresh(readme) == text
+    readme.write_text("<!-- wall: dag.huge.wall_min -->\n<!-- /wall -->\n")
+    with pytest.raises(ReadmeError, match="holds no entry 'dag.huge.wall_min'"):
+        refresh(readme)

@@ -17,6 +17,10 @@ A block ``<!-- plan: PRESET -->`` ... ``<!-- /plan -->`` holds :func:`heads.plan
 the default GPU class and MFU, with the task that costs most: the replications it costs are the ``replications/``
 folder of the repository holding the file.
 
+A block ``<!-- wall: KEY -->`` ... ``<!-- /wall -->`` holds one whole-DAG wall-clock that
+benchmarks/bench_dag.py measured (``results/bench/summary.json``'s entry KEY: the time, its target, how it was
+measured), so a run's time stated in README is the benchmark's, never typed.
+
 A ledger judged by the rules before the multiplicity and scale gates (no ``p_adjusted`` column) is refused, not
 shown as a current one. ``python -m tools.readme`` re-renders :data:`FILES` (or the files named), from the
 repository root; ``--check`` says whether they are current, which a test asserts for the committed ones.
@@ -41,6 +45,8 @@ from heads.report.collect import ENCODING
 START = re.compile(r"^<!-- ledger: (?P<paths>\S+(?: \S+)*?)(?: (?P<form>brief|counts))? -->$")
 END = "<!-- /ledger -->"
 PLAN, PLAN_END = re.compile(r"^<!-- plan: (?P<preset>\S+) -->$"), "<!-- /plan -->"
+WALL, WALL_END = re.compile(r"^<!-- wall: (?P<key>\S+) -->$"), "<!-- /wall -->"
+SUMMARY = Path("results/bench/summary.json")  # the benchmarks' measurements, from the repository root
 # what `python -m tools.readme` renders, from the repository root
 FILES = (Path("README.md"), Path("docs/RESULTS.md"), Path("docs/GUIDE.md"))
 UNTESTED = "not tested at this scale"
@@ -155,12 +161,28 @@ def cost(preset: str, replications: Path) -> str:
                       f"{p.mfu * 100:g} % model-FLOPs utilisation:", "", *table(p), "", share(p)])
 
 
-def _replications(readme: Path) -> Path:
-    """The replications folder of the repository that holds ``readme`` (its folder or one above)."""
+def wall(key: str, summary: Path) -> str:
+    """The wall-clock benchmarks/bench_dag.py recorded under ``key`` in ``summary``, as one sentence."""
+    import json
+
+    try:
+        entry = json.loads(_text(summary))[key]
+    except (FileNotFoundError, KeyError, ValueError):
+        raise ReadmeError(f"wall block: {summary} holds no entry {key!r} (benchmarks/bench_dag.py records it)") \
+            from None
+    target = f" (target {entry['target']})" if entry.get("target") is not None else ""
+    said = f": {entry['conditions']}" if entry.get("conditions") else ""
+    return f"{entry['measured']} {entry['unit']}{target}{said}."
+
+
+def _above(readme: Path, name: str = "replications", what: str = "a plan block") -> Path:
+    """``name`` (the replications folder, the benchmarks' summary) in the repository that holds ``readme``: in its
+    folder or one above."""
     for folder in readme.resolve().parents:  # its own folder first
-        if (folder / "replications").is_dir():
-            return folder / "replications"
-    raise ReadmeError(f"{readme}: a plan block, but no replications/ folder in or above its folder")
+        if (folder / name).exists():
+            return folder / name
+    shown = f"{name}/ folder" if name == "replications" else name
+    raise ReadmeError(f"{readme}: {what}, but no {shown} in or above its folder")
 
 
 def _ledger_block(readme: Path, line: str, paths: list[str], form: str | None) -> str:
@@ -196,7 +218,7 @@ def _text(path: Path, encoding: str = "utf-8") -> str:
 
 def refresh(readme: Path) -> str:
     """The file's text with every ledger block re-rendered (ledger paths relative to the file's folder), and
-    every plan block. Only what lies between a block's lines changes: every other byte (line ends, CRLF or LF,
+    every plan and wall block. Only what lies between a block's lines changes: every other byte (line ends, CRLF or LF,
     a byte-order mark, a last line without a newline) is kept as it is, and a block's lines take its opening
     line's line end."""
     text = current(readme)
@@ -206,16 +228,18 @@ def refresh(readme: Path) -> str:
     while i < len(lines):
         out.append(lines[i])
         line = lines[i].strip()
-        m, planned = START.match(line), PLAN.match(line)
+        m, planned, timed = START.match(line), PLAN.match(line), WALL.match(line)
         i += 1
-        if not (m or planned):
+        if not (m or planned or timed):
             continue
-        closing = END if m else PLAN_END
+        closing = END if m else PLAN_END if planned else WALL_END
         end = next((j for j in range(i, len(lines)) if lines[j].strip() == closing), None)
         if end is None:
             raise ReadmeError(f"{readme}: the block '{line}' has no closing '{closing}'")
         if planned:
-            body = cost(planned.group("preset"), _replications(readme))
+            body = cost(planned.group("preset"), _above(readme))
+        elif timed:
+            body = wall(timed.group("key"), _above(readme, str(SUMMARY), "a wall block"))
         else:
             body = _ledger_block(readme, line, m.group("paths").split(), m.group("form"))
         newline = lines[i - 1][len(lines[i - 1].rstrip("\r\n")):] or "\n"
