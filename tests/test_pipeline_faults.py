@@ -1,8 +1,9 @@
 """Faults at the workflow level, at smoke scale (slow: minutes).
 
-A DAG killed mid-run completes with ``--unlock`` then ``--rerun-incomplete`` without redoing a finished
-job, and its results equal those of an uninterrupted run (so two full smoke runs with the same seeds agree,
-every number but the clock's); a run that diverges is shown as failed in the report, not dropped.
+A DAG killed mid-run (one replication's part of the smoke DAG) completes with ``--unlock`` then
+``--rerun-incomplete`` without redoing a finished job, and its results equal those of the uninterrupted whole run
+(so two smoke runs with the same seeds agree, every number but the clock's); a run that diverges is shown as
+failed in the report, not dropped.
 """
 
 import csv
@@ -35,10 +36,15 @@ def _finished(repo):
     return {p.resolve(): p.stat().st_mtime_ns for p in files}
 
 
+# One replication's ledger and what it reads (37 of the smoke DAG's jobs, training runs that checkpoint among
+# them): a kill and resume of the whole DAG would double the slow suite's longest part and test nothing more
+TARGET = "results/smoke/training_time/claims.csv"
+
+
 def test_a_killed_dag_completes_with_rerun_incomplete_and_matches_an_uninterrupted_run(smoke_run, tmp_path_factory):
     repo = copy_repo(tmp_path_factory.mktemp("killed"))
     dag = subprocess.Popen(
-        snakemake_args("--cores", "2"), cwd=repo, start_new_session=True,
+        snakemake_args("--cores", "2", TARGET), cwd=repo, start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 1800
@@ -55,20 +61,21 @@ def test_a_killed_dag_completes_with_rerun_incomplete_and_matches_an_uninterrupt
 
     # A kill leaves Snakemake's lock behind (it cannot tell a dead run from a live one): release it, then resume.
     assert snakemake(repo, "--unlock").returncode == 0
-    run = snakemake(repo, "--cores", "2", "--rerun-incomplete")
+    run = snakemake(repo, "--cores", "2", "--rerun-incomplete", TARGET)
     assert run.returncode == 0, (run.stdout + run.stderr)[-5000:]
     redone = [str(p) for p, t in done.items() if p.stat().st_mtime_ns != t]
     assert not redone, f"finished jobs ran again: {redone}"
-    assert "Nothing to be done" in snakemake(repo, "-n").stdout
+    assert "Nothing to be done" in snakemake(repo, "-n", TARGET).stdout
 
     # at least one job went on from its checkpoint (its record says so), and still matches the uninterrupted run
     resumed = [p for p in (repo / "results/smoke/runs").rglob("summary.json")
                if json.loads(p.read_text()).get("resumed") is True]
     assert resumed, "no job resumed from a checkpoint: the kill landed where no training was part-way"
 
+    # every output of the resumed run is the uninterrupted whole DAG's, byte for byte but the clock's
     killed, whole = untimed_results(repo / "results/smoke"), untimed_results(smoke_run / "results/smoke")
-    assert sorted(killed) == sorted(whole)
-    differ = [name for name in whole if killed[name] != whole[name]]
+    assert TARGET.removeprefix("results/smoke/") in killed and set(killed) <= set(whole), set(killed) - set(whole)
+    differ = [name for name in killed if killed[name] != whole[name]]
     assert not differ, f"results differ from the uninterrupted run: {differ[:10]}"
 
 
