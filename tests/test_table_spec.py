@@ -150,12 +150,12 @@ def test_a_figure_whose_table_or_columns_are_not_declared_fails_when_report_yaml
     path = reps / "michel2019" / "report.yaml"
     doc = yaml.safe_load(path.read_text())
     doc["tables"]["curves_renamed"] = doc["tables"].pop("curve")
-    path.write_text(yaml.safe_dump(doc))
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
     with pytest.raises(TableSpecError, match=r"figure curves draws table 'curve', which tables: does not declare"):
         artefacts("michel2019", reps)
     doc["tables"]["curve"] = doc["tables"].pop("curves_renamed")
     doc["tables"]["curve"]["columns"] = [c for c in doc["tables"]["curve"]["columns"] if c != "metric"]
-    path.write_text(yaml.safe_dump(doc))
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
     with pytest.raises(TableSpecError, match=r"figure curves needs columns \['metric'\] of table 'curve'"):
         artefacts("michel2019", reps)
 
@@ -270,3 +270,32 @@ def test_an_analysis_whose_list_of_rows_is_a_number_gives_no_rows_instead_of_fai
 
     bad = {key: float("nan") for key in ("rows", "heads", "shifted", "in_domain", "models", "all_but_one")}
     assert list(KINDS[kind].flatten(bad, "none", None)) == []
+
+
+def test_every_figure_has_its_caption_beside_it_and_a_task_may_give_its_own(tmp_path):
+    """report.yaml maps each figure to the caption the HTML report prints under it (the figure rule's params):
+    the battery's speed figure reads "key/value groups" on SmolLM2 and "encoder" on MPNet's retrieval task."""
+    from heads.report.render import artefacts, caption, replications
+
+    for name in replications(REPLICATIONS):
+        for figure in artefacts(name, REPLICATIONS)["figures"]:
+            assert len(caption(name, figure, REPLICATIONS).split()) >= 8, (name, figure)
+    assert "key/value groups" in caption("pretrained", "speed", REPLICATIONS, "lm")
+    assert "encoder" in caption("pretrained", "speed", REPLICATIONS, "retrieval")
+    assert caption("pretrained", "curves", REPLICATIONS, "retrieval") == caption("pretrained", "curves", REPLICATIONS)
+    assert "MiniLM" in caption("michel2019", "speed", REPLICATIONS)
+
+    rep = tmp_path / "mine"
+    rep.mkdir()
+    spec = "tables:\n  curve:\n" + "".join(f"    {line}\n" for line in (
+        "title: Curves", "caption: The curves.", "rows: curve", "by: [task, scorer, ratio]",
+        "columns: [task, scorer, ratio, metric, mean ci_low ci_high = ci value metric]"))
+    (rep / "report.yaml").write_text(spec + "figures: [curves]\n")  # names alone: where would the words go?
+    with pytest.raises(TableSpecError, match="figures must map each figure's name to its caption"):
+        artefacts("mine", tmp_path)
+    (rep / "report.yaml").write_text(spec + "figures: {curves: The curves.}\ntasks: {mt: {figures: {ablation: A}}}\n")
+    with pytest.raises(TableSpecError, match=r"tasks.mt.figures: \['ablation'\] are not among figures"):
+        artefacts("mine", tmp_path)
+    with pytest.raises(TableSpecError, match="no figure 'speed'"):
+        (rep / "report.yaml").write_text(spec + "figures: {curves: The curves.}\n")
+        caption("mine", "speed", tmp_path)

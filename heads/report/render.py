@@ -2,7 +2,8 @@
 
 What a replication renders is declared in its folder, ``replications/<name>/report.yaml``: ``tables:``, each a
 spec (:mod:`heads.report.table_spec`) or, left empty, one of :data:`heads.report.tables.BUILT_IN`, and
-``figures:``, names of :data:`heads.report.figures.FIGURES`.
+``figures:``, each a name of :data:`heads.report.figures.FIGURES` mapped to its caption (the HTML report's
+words under it; a task's own under ``tasks.<task>.figures``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,27 @@ def artefacts(name: str, root: str | Path = DEFAULT_REPLICATIONS) -> dict[str, l
     return {"tables": list(specs), "figures": figures}
 
 
+def caption(name: str, figure: str, root: str | Path = DEFAULT_REPLICATIONS, task: str | None = None) -> str:
+    """The caption report.yaml gives ``figure`` beside its name, as read on ``task`` (``tasks.<task>.figures``)."""
+    path = Path(root) / name / "report.yaml"
+    _declared(name, root, task)  # the declaration checked, the figure's name among them
+    doc = read_yaml(path, TableSpecError) or {}
+    captions = {**_figure_captions(doc.get("figures"), path),
+                **_figure_captions(((doc.get("tasks") or {}).get(task) or {}).get("figures"), path)}
+    if figure not in captions:
+        raise TableSpecError(f"{path}: no figure {figure!r}; it declares {list(captions)}")
+    return captions[figure]
+
+
+def _figure_captions(figures: object, path: Path) -> dict[str, str]:
+    """``figures:`` of report.yaml (a name mapped to its caption) as a dict; a caption must be words."""
+    if not figures:  # none declared (an empty list or mapping says the same)
+        return {}
+    if not isinstance(figures, dict) or not all(isinstance(c, str) and c.strip() for c in figures.values()):
+        raise TableSpecError(f"{path}: figures must map each figure's name to its caption (a line of words)")
+    return {name: " ".join(text.split()) for name, text in figures.items()}
+
+
 def tables(name: str, tree: RunTree, root: str | Path = DEFAULT_REPLICATIONS) -> Tables:
     """The tables replication ``name`` declares, over ``tree`` (each built when first asked for)."""
     return Tables(tree, _declared(name, root, _one_task(tree))[0])
@@ -53,9 +75,10 @@ def _for_task(tables: dict, overlays: object, task: str | None, path: Path) -> d
         raise TableSpecError(f"{path}: tasks must map a task's name to {{tables: {{TABLE: {{KEY: VALUE}}}}}}")
     chosen = tables
     for name, entry in overlays.items():
-        given = (entry or {}).get("tables") if isinstance(entry, dict) else None
-        if not isinstance(given, dict) or set(entry) - {"tables"}:
-            raise TableSpecError(f"{path}: tasks.{name} must be {{tables: {{TABLE: {{KEY: VALUE}}}}}}")
+        given = (entry or {}).get("tables", {}) if isinstance(entry, dict) else None
+        if not isinstance(given, dict) or set(entry) - {"tables", "figures"}:
+            raise TableSpecError(f"{path}: tasks.{name} must be {{tables: {{TABLE: {{KEY: VALUE}}}}, "
+                                 "figures: {FIGURE: CAPTION}}")
         merged = dict(tables)
         for table, keys in given.items():
             if not isinstance(tables.get(table), dict) or not isinstance(keys, dict):
@@ -75,9 +98,14 @@ def _declared(name: str, root: str | Path, task: str | None = None) -> tuple[dic
     if not path.is_file():
         raise TableSpecError(f"unknown replication {name!r}; known: {replications(root)} (no {path})")
     doc = read_yaml(path, TableSpecError) or {}
-    if not isinstance(doc, dict) or not isinstance(doc.get("figures") or [], list):
-        raise TableSpecError(f"{path}: expected a mapping with tables: (a mapping) and figures: (a list)")
-    tables, figures = doc.get("tables") or {}, list(doc.get("figures") or [])
+    if not isinstance(doc, dict):
+        raise TableSpecError(f"{path}: expected a mapping with tables: and figures: (each a mapping)")
+    tables, figures = doc.get("tables") or {}, list(_figure_captions(doc.get("figures"), path))
+    for other, entry in (doc.get("tasks") or {}).items():  # a task's captions name figures declared above
+        extra = set(_figure_captions((entry or {}).get("figures") if isinstance(entry, dict) else None, path))
+        if extra - set(figures):
+            raise TableSpecError(f"{path}: tasks.{other}.figures: {sorted(extra - set(figures))} are not among "
+                                 f"figures: {figures}")
     if isinstance(tables, list):  # names alone: built-in tables
         tables = dict.fromkeys(tables)
     if not isinstance(tables, dict):

@@ -7,7 +7,7 @@ import re
 import shlex
 import sys
 
-from heads.report.render import artefacts as report_artefacts
+from heads.report.render import artefacts as report_artefacts, caption as report_caption
 from heads.report.spec import ClaimSpecError, load_all as load_claims
 from heads.sheet import (
     SheetError,
@@ -321,3 +321,10 @@ def replication_tasks(w):
     """The tasks of a replication's runs (from the sheet): its tables read only these, so another
     replication's runs (finished or not at render time) never leak into them."""
     return ",".join(sorted({SHEET[label].task for label in SHEET.of[w.replication]}))
+
+
+def figure_caption(w):
+    """A figure's caption as its replication's report.yaml gives it, on the replication's one task if it has one
+    (the battery on an encoder reads its retrieval task's words)."""
+    tasks = replication_tasks(w).split(",")
+    return report_caption(w.replication, w.figure, "replications", tasks[0] if len(tasks) == 1 else None)

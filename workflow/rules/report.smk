@@ -65,6 +65,8 @@ rule figure:
         tasks=replication_tasks,
         labels=replication_labels,
         folder=lambda w, output: os.path.dirname(output[0]),
+        # what ../report/figure.rst prints under the figure: report.yaml's caption beside it
+        caption=figure_caption,
     shell:
         "heads report --runs {params.runs:q} --replication {wildcards.replication}"
         " --tasks {params.tasks:q} --labels {params.labels:q} --only {wildcards.figure}.png"
