@@ -39,11 +39,16 @@ def test_the_quick_sheet_runs_the_translation_and_lm_claims_on_three_shards_with
     assert set(sheet.of) == {"pretrained", "michel2019", "voita2019"}
     # every shard-read run on three shards, and three masking replicates (seeds of their own)
     assert {e.seed for e in sheet.runs.values()} == {0, 1, 2}
-    ablated = [e for e in sheet.runs.values() if e.task == "lm" and "/ablation/" in e.label]
-    assert [e.seed for e in ablated] == [0]  # SmolLM2's single-head ablation on one shard
+    def ablated(runs) -> dict[str, list[int]]:
+        return {task: sorted(e.seed for e in runs.values() if e.task == task and e.command == "ablate")
+                for task in ("lm", "mt")}
+
+    # SmolLM2's single-head ablation and Bergamot's BLEU ablation on one shard each
+    assert ablated(sheet.runs) == {"lm": [0], "mt": [0]}
     assert not [label for label in sheet.runs if "oracle" in label]
     full = build(ROOT / "replications", preset_settings(ROOT / "replications", "pretrained"))
     assert [label for label in full.runs if "oracle" in label]  # what quick leaves out, the full preset runs
+    assert ablated(full.runs) == {"lm": [0, 1, 2, 3], "mt": [0, 1, 2, 3]}  # the full preset: every shard
 
 
 def _replication(root: Path, settings: dict) -> Path:

@@ -36,7 +36,8 @@ def runs(settings: dict, seeds: list[int]) -> list[RunSpec]:
                             layered(shard, {"train": {"snapshots": list(s["snapshots"])}} if t == snap else {}))
                 for t in tasks}
         out += base.values()
-        for task in s["ablation_tasks"]:
+        # the ablation on the first `ablation_shards` shards (all where unset): B1 and B2 then read one seed
+        for task in s["ablation_tasks"] if seeds.index(seed) < s.get("ablation_shards", len(seeds)) else []:
             # the paper's tests: BLEU's paired bootstrap for translation (decoding the curves' sentences, greedy),
             # a paired test on per-example accuracy for the classifier, on the loss otherwise
             test = {"mt": "bleu", "cls": "accuracy"}.get(task, "loss")
