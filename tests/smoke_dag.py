@@ -78,6 +78,8 @@ def untimed_results(out: Path) -> dict[str, object]:
             continue
         if rel.startswith(".settings/"):  # what the run sheet declared (the jobs' inputs), not what they measured
             continue
+        if path.name == "environments.json":  # where the runs ran (a ledger's record: machine, versions, whether the
+            continue                          # checkout had uncommitted edits), not what they measured
         if path.name == "claims.json":  # the ledger as data: its time-based claims are those of the CSV beside it
             timed = {r["claim"] for r in csv.DictReader(path.with_name("claims.csv").open())
                      if TIMING.search(r.get("quantity", ""))}
