@@ -32,18 +32,15 @@ def replications(root: str | Path = DEFAULT_REPLICATIONS) -> list[str]:
 def artefacts(name: str, root: str | Path = DEFAULT_REPLICATIONS) -> dict[str, list[str]]:
     """The stems a replication renders: ``{"tables": [...], "figures": [...]}``, checked against the renderers."""
     specs, figures = _declared(name, root)
-    return {"tables": list(specs), "figures": figures}
+    return {"tables": list(specs), "figures": list(figures)}
 
 
 def caption(name: str, figure: str, root: str | Path = DEFAULT_REPLICATIONS, task: str | None = None) -> str:
     """The caption report.yaml gives ``figure`` beside its name, as read on ``task`` (``tasks.<task>.figures``)."""
-    path = Path(root) / name / "report.yaml"
-    _declared(name, root, task)  # the declaration checked, the figure's name among them
-    doc = read_yaml(path, TableSpecError) or {}
-    captions = {**_figure_captions(doc.get("figures"), path),
-                **_figure_captions(((doc.get("tasks") or {}).get(task) or {}).get("figures"), path)}
+    captions = _declared(name, root, task)[1]
     if figure not in captions:
-        raise TableSpecError(f"{path}: no figure {figure!r}; it declares {list(captions)}")
+        raise TableSpecError(f"{Path(root) / name / 'report.yaml'}: no figure {figure!r}; it declares "
+                             f"{list(captions)}")
     return captions[figure]
 
 
@@ -91,21 +88,24 @@ def _for_task(tables: dict, overlays: object, task: str | None, path: Path) -> d
     return chosen
 
 
-def _declared(name: str, root: str | Path, task: str | None = None) -> tuple[dict[str, TableSpec | None], list[str]]:
-    """A replication's report.yaml: its table specs (None: built in), as read on ``task`` where it says how
-    (``tasks:``), and its figures, checked."""
+def _declared(name: str, root: str | Path, task: str | None = None) -> tuple[dict[str, TableSpec | None],
+                                                                              dict[str, str]]:
+    """A replication's report.yaml: its table specs (None: built in) and its figures with their captions, as read
+    on ``task`` where it says how (``tasks:``), checked."""
     path = Path(root) / name / "report.yaml"
     if not path.is_file():
         raise TableSpecError(f"unknown replication {name!r}; known: {replications(root)} (no {path})")
     doc = read_yaml(path, TableSpecError) or {}
     if not isinstance(doc, dict):
         raise TableSpecError(f"{path}: expected a mapping with tables: and figures: (each a mapping)")
-    tables, figures = doc.get("tables") or {}, list(_figure_captions(doc.get("figures"), path))
+    tables, figures = doc.get("tables") or {}, _figure_captions(doc.get("figures"), path)
     for other, entry in (doc.get("tasks") or {}).items():  # a task's captions name figures declared above
-        extra = set(_figure_captions((entry or {}).get("figures") if isinstance(entry, dict) else None, path))
-        if extra - set(figures):
-            raise TableSpecError(f"{path}: tasks.{other}.figures: {sorted(extra - set(figures))} are not among "
-                                 f"figures: {figures}")
+        own = _figure_captions((entry or {}).get("figures") if isinstance(entry, dict) else None, path)
+        if set(own) - set(figures):
+            raise TableSpecError(f"{path}: tasks.{other}.figures: {sorted(set(own) - set(figures))} are not among "
+                                 f"figures: {list(figures)}")
+        if other == task:
+            figures = {**figures, **own}
     if isinstance(tables, list):  # names alone: built-in tables
         tables = dict.fromkeys(tables)
     if not isinstance(tables, dict):
@@ -174,7 +174,7 @@ def _claims_page(name: str, tree: RunTree, out: Path, replications: str | Path) 
     return [*written, write_environments(out, envs)]
 
 
-def _render_one(name: str, specs: dict, figures: list[str], tables: Tables, out: Path, replications,
+def _render_one(name: str, specs: dict, figures: dict[str, str], tables: Tables, out: Path, replications,
                 only: str) -> list[Path]:
     """``only``: ``stem.png`` a figure, ``stem`` (or ``stem.csv``/``stem.md``) a table, ``claims`` the ledger page."""
     stem, _, ext = only.partition(".")
