@@ -20,6 +20,7 @@ import numpy as np
 from heads.io import write_json, write_text
 from heads.report.baselines import baselines_table
 from heads.report.collect import RunTree
+from heads.report.facts import fill
 from heads.report.fmt import Table, fmt
 from heads.report.kinds import KINDS
 from heads.report.measures import SeedValues, measure, precondition_values
@@ -454,9 +455,9 @@ def evaluate(claim: Claim, tree: RunTree) -> ClaimResult:
         notes.append(f"left out, nothing pruned: {_short(idle)}")
     parts = [lead] + ([f"missing: {_short(unmeasured)}"] if unmeasured else []) + list(dict.fromkeys(notes))
     if claim.note:
-        parts.append(claim.note)
+        parts.append(fill(claim.note, claim.facts, tree, str(claim.task)))
     if claim.choice:
-        parts.append(f"our choice: {claim.choice}")
+        parts.append(f"our choice: {fill(claim.choice, claim.facts, tree, str(claim.task))}")
     if claim.seeds_are:
         parts.append(f"seeds are {claim.seeds_are}")
     # a p-value only where its test decided the verdict (a blocked or unmeasured claim ran no test)

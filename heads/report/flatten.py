@@ -13,7 +13,7 @@ from typing import Any
 
 from heads.report.collect import as_dict, as_list, number
 from heads.report.curves import curve_series
-from heads.report.site_labels import site_kind, site_label
+from heads.report.site_labels import parse_site, site_kind, site_label
 
 Flatten = Callable[[Any, str, "float | None"], Iterator[dict]]
 BLEU_ALPHA = 0.01  # the level Michel et al. test single heads at, as the claims do
@@ -39,8 +39,10 @@ def heads(data: Any, arm: str, knob: float | None) -> Iterator[dict]:
             p, delta_bleu = number(r.get("p_value")), number(r.get("delta_bleu"))
             undetected = abs(delta_bleu) if test == "bleu" and delta_bleu is not None and p is not None and \
                 p >= BLEU_ALPHA else None
+            parsed = parse_site(r["site"])
             yield {**r, **_site(r["site"]), "head": int(r["head"]), "test": test,
-                   "lowers_loss": r["delta_loss"] < 0, "detectable_scaled": scaled, "undetected_bleu": undetected}
+                   "lowers_loss": r["delta_loss"] < 0, "detectable_scaled": scaled, "undetected_bleu": undetected,
+                   "layer": parsed[1] if parsed else None, "examples": number(data.get("examples"))}
 
 
 def all_but_one(data: Any, arm: str, knob: float | None) -> Iterator[dict]:
@@ -64,9 +66,11 @@ def curve(data: Any, arm: str, knob: float | None) -> Iterator[dict]:
     curve = curve_series(data) if isinstance(data.get("points"), list) else None
     if curve is None:
         return
+    params = data.get("params")
+    orders = number(params.get("orders")) or 1 if isinstance(params, dict) else 1  # random orders averaged
     for x, v, y, p in zip(curve.ratios, curve.values, curve.retained, curve.points, strict=True):
         yield {"ratio": round(x, 6), "value": v, "retained": y, "loss": p.get("loss"), "metric": curve.field,
-               "step": int(knob) if knob is not None else None}
+               "step": int(knob) if knob is not None else None, "orders": orders, "examples": p.get("examples")}
 
 
 SCALED = {"param_mb": ("param_bytes", 2**-20), "optimizer_mb": ("optimizer_bytes", 2**-20),
@@ -139,4 +143,7 @@ def masks(data: Any, arm: str, knob: float | None) -> Iterator[dict]:
            "delta_loss": 0.0, "relative": 0.0, "heads_closed": 0, "units_closed": 0}
     for r in as_list(data.get("rows")):
         if isinstance(r, dict) and number(r.get("loss")) is not None and number(r.get("ratio")) is not None:
-            yield {k: v for k, v in r.items() if k != "closed"}
+            # the model's count of the row's unit (query heads, or key/value groups of equal size)
+            heads, closed, units = (number(r.get(k)) for k in ("heads", "heads_closed", "units_closed"))
+            total = round(heads * units / closed) if heads and closed and units is not None else None
+            yield {**{k: v for k, v in r.items() if k != "closed"}, "units": total}

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from heads.report.facts import FactError, check_facts
 from heads.report.measures import SelectorError, check_selector
 from heads.report.stats import DIRECTIONS, NOT_SUPPORTED, SUPPORTED, TESTS
 from heads.yamlio import read_yaml
@@ -17,7 +18,7 @@ CLAIM_KINDS = {"value": 0.0, "paired_difference": 0.0, "paired_ratio": 1.0}  # k
 REQUIRED = ("id", "text")
 KNOWN = {"id", "text", "task", "kind", "a", "b", "direction", "tolerance", "null_value", "relative", "paper_value",
          "paper", "note", "not_tested", "target", "test", "margin", "requires", "choice", "family", "seeds_are",
-         "common_test", "about", "seeds_of_a"}
+         "common_test", "about", "seeds_of_a", "facts"}
 PRECONDITION_KEYS = {"what", "a", "b", "at_least", "at_most", "why", "guards", "superseded_by", "calibrate"}
 GUARDS = (SUPPORTED, NOT_SUPPORTED)  # the verdicts a precondition may guard alone (``guards:``)
 # Preconditions every replication may name (replications/preconditions.yaml); a claims.yaml may add its own.
@@ -104,6 +105,9 @@ class Claim:
     # the claim's seeds are those its ``a`` side ran on: ``b``'s other seeds, which other claims read (a part of a
     # replication trimmed to its first seeds against a baseline on more), are left out and the note says so
     seeds_of_a: bool = False
+    # what the note and choice state about the claim's own runs (``{name}`` in their text: heads.report.facts),
+    # read from the runs when the claim is judged
+    facts: dict = field(default_factory=dict)
 
     @property
     def threshold(self) -> float:
@@ -286,8 +290,13 @@ def parse_claim(raw: Mapping[str, Any], replication: str, where: str,
               "family": _words(raw, "family", where), "seeds_are": _words(raw, "seeds_are", where),
               "common_test": _boolean(raw, "common_test", where), "about": _about(raw, where),
               "seeds_of_a": _boolean(raw, "seeds_of_a", where)}
-    if raw.get("not_tested"):
+    if raw.get("not_tested"):  # nothing is run: its note is not shown, so it states no facts
         return Claim(**common, not_tested=str(raw["not_tested"]).strip())
+    try:
+        common["facts"] = check_facts(raw.get("facts"), {"note": common["note"], "choice": common["choice"]},
+                                      where)
+    except FactError as exc:
+        raise ClaimSpecError(str(exc)) from None
     kind = raw.get("kind", "value")
     if kind not in CLAIM_KINDS:
         raise ClaimSpecError(f"{where}: kind {kind!r} is not one of {sorted(CLAIM_KINDS)}")
