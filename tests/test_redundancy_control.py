@@ -219,3 +219,22 @@ def test_a_claim_selects_a_row_by_unit_and_reads_the_new_measures():
     assert definition(rows, {"measure": "redundancy_ratio", "unit": "group", "space": "residual"}) is None
     kind = KINDS["redundancy"]
     assert "unit" in kind.keys and {"min_js", "split_half_r", "control_similarity", "control_js"} <= set(kind.measures)
+
+
+def test_an_mpnet_duplicate_takes_its_sources_column_of_the_shared_position_bias():
+    """MPNet adds a relative-position bias shared by every layer, one column per head: a planted copy of a head's
+    projections that kept its own column would attend elsewhere, and a true duplicate would read as unlike
+    (all-mpnet-base-v2's control measured 0.79). The copy reads its source's column at the planted site only."""
+    model = build("mpnet")
+    with torch.no_grad():  # a bias large enough to steer attention, as a trained model's is
+        bias = model.mpnet.encoder.relative_attention_bias.weight
+        bias.copy_(torch.randn(bias.shape, generator=torch.Generator().manual_seed(0)) * 2.0)
+    control = planted_control(model, [batch_for("mpnet", seed=i) for i in range(2)], units=["head"],
+                              spaces=["value", "residual"], poolings=["token", "mean"], threshold=0.85, js=True)
+    for r in control["rows"]:
+        if r["space"] == "attention":
+            assert r["js"] == pytest.approx(0.0, abs=1e-6), r
+        else:
+            assert r["similarity"] == pytest.approx(1.0, abs=1e-5), r
+    # the model's own sites read their own columns: the duplicate lives in a copy
+    assert all(getattr(model.get_submodule(s.name), "heads_kept", None) is None for s in sites(model))

@@ -1,12 +1,13 @@
 """A positive control for redundancy: plant a duplicate in a copy of the model and check the measurement finds it.
 
-A similarity claim ("few units have a partner above 0.85") can only be refuted by a measurement that would have
-seen a duplicate had there been one. So a unit is copied into a sibling of the same site (a key/value group: its
+A similarity claim ("few units have a partner above 0.85") can only be refuted by a measurement that would have seen
+a duplicate had there been one. So a unit is copied into a sibling of the same site (a key/value group: its
 key/value head, its query heads' query rows and their output-projection columns; a query head: its query rows and
-output columns, and its key/value rows too in a multi-head model, where each head has its own) in a deep copy of
-the model, and the same similarity runs on the copy: the planted pair must come out redundant (cosine above the
-threshold; for attention patterns, JS below its threshold). The weights are reached through the family's
-projections (:meth:`heads.surgery.families.Family.projections`), so every family head surgery supports works.
+output columns, and its key/value rows too in a multi-head model, where each head has its own; and what the family
+keeps per head beside them, MPNet's column of its shared position bias) in a deep copy of the model, and the same
+similarity runs on the copy: the planted pair must come out redundant (cosine above the threshold; for attention
+patterns, JS below its threshold). The weights are reached through the family's projections
+(:meth:`heads.surgery.families.Family.projections`), so every family head surgery supports works.
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ def plant_duplicate(model: nn.Module, site: Site, unit: str, a: int, b: int) -> 
     if unit == "head" and g > 1 and a // g != b // g:
         raise ValueError(f"control: heads {a} and {b} of {site.label} are in different key/value groups")
     try:
-        proj = family_of(model).projections(model, site)
+        family = family_of(model)
+        proj = family.projections(model, site)
     except (AttributeError, ValueError) as exc:
         raise ValueError(f"control: cannot reach the projections of {site.label}: {exc}") from None
 
@@ -82,6 +84,9 @@ def plant_duplicate(model: nn.Module, site: Site, unit: str, a: int, b: int) -> 
                 lin.bias[dst] = lin.bias[src].clone()
         src, dst = rows(a, span), rows(b, span)
         proj.o.weight[:, dst] = proj.o.weight[:, src].clone()
+    module = model.get_submodule(site.name)
+    for i in range(span):  # what a head holds outside its projections (MPNet: its column of a shared bias)
+        family.copy_head(module, a * span + i, b * span + i)
 
 
 def planted_control(model: nn.Module, batches: Sequence[Mapping[str, Any]], *, units: Sequence[str],

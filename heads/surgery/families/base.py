@@ -75,6 +75,11 @@ class Family:
         """After pruning: the original indices of the heads the module still holds (MPNet slices a bias shared
         by all layers with them); nothing by default."""
 
+    def copy_head(self, module: nn.Module, src: int, dst: int) -> None:
+        """A duplicate planted in a copy of the model (:func:`heads.analysis.control.plant_duplicate`): head
+        ``dst`` of the site (a position among its heads) takes what head ``src`` holds beside its projections'
+        rows and columns; nothing by default."""
+
     def site_kind(self, config, pattern: SitePattern) -> SiteKind:
         return pattern.kind
 

@@ -33,3 +33,10 @@ class MPNetFamily(Family):
 
     def kept(self, module, heads):
         module.heads_kept = list(heads)
+
+    def copy_head(self, module, src, dst):
+        # the shared bias stays whole (every layer reads it): this site's head dst reads src's column instead
+        held = module.heads_kept if module.heads_kept is not None else range(module.num_attention_heads)
+        columns = list(held)
+        columns[dst] = columns[src]
+        module.heads_kept = columns
