@@ -113,7 +113,7 @@ def test_a_fresh_clone_runs_the_whole_dag_despite_the_committed_results(tmp_path
     # the committed tables came along, no run tree of the default run (the quick preset) did; its models'
     # packages stand in
     default = yaml.safe_load((repo / "workflow" / "config" / "default.yaml").read_text())["preset"]
-    assert default == "quick" and (repo / "results" / "tiny" / "CLAIMS.md").exists()
+    assert default == "quick" and (repo / "results" / default / "CLAIMS.md").exists()
     assert not (repo / "results" / default / "runs").exists()
     run = snakemake("-n", cwd=repo, env=with_shipped_packages(tmp_path))
     out = run.stdout + run.stderr
