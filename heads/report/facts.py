@@ -6,8 +6,8 @@ A claim declares ``facts:`` (name -> fact selector) and writes ``{name}`` in its
 selector names a kind of tidy rows (``from:``, one of :data:`heads.report.kinds.KINDS`), its arm where the kind
 has several (``arm:``: the arm's folder name), and what to read: ``field:`` (a row field: its distinct values
 over every seed's rows) or ``count: rows`` (how many rows one seed has). Every other key filters the rows by
-equality (a ratio to 1e-9). Values that agree are shown once; several are listed ("0, 6 and 29"); none is
-said, so a note never states a count its runs do not have.
+equality (a ratio within the report's ratio tolerance). Values that agree are shown once; several are listed
+("0, 6 and 29"); none is said, so a note never states a count its runs do not have.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from heads.report.collect import RunTree
+from heads.report.collect import RunTree, same_ratio
 from heads.report.kinds import KINDS
 from heads.report.rows import by_seed
 
@@ -62,7 +62,7 @@ def _matches(row: Mapping[str, Any], filters: Mapping[str, Any]) -> bool:
     for key, want in filters.items():
         have = row.get(key)
         if isinstance(want, (int, float)) and not isinstance(want, bool) and isinstance(have, (int, float)):
-            if abs(float(have) - float(want)) > 1e-9:
+            if not same_ratio(float(have), float(want)):
                 return False
         elif have != want:
             return False
