@@ -42,8 +42,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from heads.freshness import write_settings  # noqa: E402
 from heads.report.collect import read_jsonl_tolerant  # noqa: E402
-from heads.sheet import RunSpec, build, command_line, layered, preset_settings  # noqa: E402
+from heads.sheet import (  # noqa: E402
+    RunSpec,
+    build,
+    command_line,
+    entry_overrides,
+    layered,
+    overrides_file,
+    preset_settings,
+)
 from tools.visit import (  # noqa: E402
     BUDGET_S,
     CAPS,
@@ -136,7 +145,13 @@ class Visit:
         return build(ROOT / "replications", dag)
 
     def command(self, e: RunSpec, runs: Path | None = None) -> str:
-        return command_line(e, str(runs or self.runs), PRESET, self.args.data_root, self.args.threads)
+        runs = str(runs or self.runs)
+        overrides = entry_overrides(e, runs, self.args.data_root)
+        file = None
+        if overrides:  # what the workflow's settings folder holds for it (heads.freshness.write_overrides)
+            file = overrides_file(str(Path(runs).parent / ".settings"), e.label)
+            write_settings(file, overrides)
+        return command_line(e, runs, PRESET, self.args.data_root, self.args.threads, overrides=file)
 
     # -- running jobs side by side ---------------------------------------------------------------------------
     def cap(self, name: str) -> float:

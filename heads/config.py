@@ -8,10 +8,12 @@ so the same config and seed give the same numbers.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import types
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,16 +200,25 @@ def merge(obj: Any, updates: dict, prefix: str = "") -> None:
 
 def parse_overrides(items: list[str]) -> dict:
     """``["train.lr=3e-4", "model.heads=4"]`` -> nested dict; values parsed as YAML scalars."""
-    out: dict = {}
+    pairs = []
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"override {item!r} is not key=value")
+        pairs.append((key, _scalar(raw, key)))
+    return nest(pairs)
+
+
+def nest(pairs: Iterable[tuple[str, Any]]) -> dict:
+    """``[("train.lr", 3e-4), ("model.heads", 4)]`` -> nested config sections (a later key wins; a value laid
+    under a key that holds a mapping joins it)."""
+    out: dict = {}
+    for key, value in pairs:
         node = out
         *parents, leaf = key.split(".")
         for part in parents:
             node = node.setdefault(part, {})
-        node[leaf] = _scalar(raw, key)
+        node[leaf] = copy.deepcopy(value)  # a mapping laid under later keys is a copy: the caller's stays as it is
     return out
 
 

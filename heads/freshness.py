@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from heads.sheet.assemble import Sheet
-from heads.sheet.commands import analysis_overrides, param_words, train_overrides
+from heads.sheet.commands import entry_overrides, overrides_file, param_words
 from heads.sheet.declare import RunSpec, SheetError
 
 # Keys that change what is shown or where the run runs, never what it computes (beyond the float tolerance of
@@ -58,12 +58,14 @@ def config_changes(before: Any, wanted: Any, prefix: str = "") -> list[str]:
 def train_config(e: RunSpec, preset: str, runs: str, data_root: str) -> dict:
     """The configuration ``heads train`` resolves for a training entry and records in its config.json (the
     preset's, under the entry's overrides, with its run-sheet identity), as JSON types; not yet checked."""
-    from heads.config import RunConfig, merge, parse_overrides
+    from heads.config import RunConfig, merge
     from heads.presets import preset_for
 
     config = RunConfig(task=e.task, preset=preset)
     merge(config, preset_for(e.task, preset))
-    merge(config, parse_overrides(train_overrides(e, runs, data_root, 1)))
+    overrides = entry_overrides(e, runs, data_root)
+    overrides["train"] = {**overrides.get("train", {}), "threads": 1}  # as --threads 1 sets it
+    merge(config, overrides)
     config.run = json.loads(json.dumps(e.identity(), sort_keys=True))  # as --run hands it over
     return json.loads(json.dumps(config.to_dict()))
 
@@ -108,6 +110,19 @@ def write_settings(path: str | os.PathLike, content: Any, backdate: bool = False
     if backdate and old is None:
         os.utime(path, (0, 0))
     return True
+
+
+def write_overrides(sheet: Sheet, runs: str, data_root: str, folder: str) -> dict[str, str]:
+    """Every entry's ``--overrides-file`` under ``folder`` (label -> path; none for an entry that lays nothing
+    over its base), rewritten only where its content changed. Its content follows from what the entry's settings
+    file holds (:func:`entry_settings`), which is the job's input that moves when it does."""
+    paths = {}
+    for label, e in sheet.runs.items():
+        content = entry_overrides(e, runs, data_root)
+        if content:
+            paths[label] = overrides_file(folder, label)
+            write_settings(paths[label], content)
+    return paths
 
 
 def settings_file(folder: str, label: str) -> str:
@@ -156,17 +171,17 @@ def check_entry(e: RunSpec, preset: str, runs: str, data_root: str, configs: Map
     from heads.strategies import build_strategy
 
     try:
+        overrides = entry_overrides(e, runs, data_root)
         if e.command == "train":
-            resolve(e.task, preset, None, train_overrides(e, runs, data_root, 1))
+            resolve(e.task, preset, overlay=overrides)
             return
         if e.command in ("prune", "curve"):  # `heads curve` prunes by the iterative strategy
             build_strategy(e.strategy if e.command == "prune" else "iterative", parse_overrides(param_words(e)))
-        overrides = analysis_overrides(e, data_root, 1)
         if e.options.get("task"):  # a bare model folder: the task's preset, as for training
-            resolve(e.task, preset, None, overrides)
+            resolve(e.task, preset, overlay=overrides)
         elif e.after and e.after[0] in configs:  # the run it reads: its config.json, as that run will write it
             config = from_dict(json.loads(json.dumps(configs[e.after[0]])))
-            merge(config, parse_overrides(overrides))
+            merge(config, overrides)
             check_run(config)
     except (ConfigError, KeyError) as exc:
         message = str(exc.args[0] if isinstance(exc, KeyError) else exc)

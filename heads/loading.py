@@ -5,6 +5,8 @@ Every refusal is a :class:`LoadError` with a one-line message; the command line 
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,17 @@ def check_config_file(file: Path) -> None:
         raise LoadError(f"--config {file}: holds a {type(data).__name__}, not a mapping of config sections")
 
 
+def read_overlay(file: Path) -> dict:
+    """The config sections of an ``--overrides-file`` (JSON, as a workflow job is handed its entry's settings):
+    a missing file, bad JSON or anything but a mapping refused in one line naming it."""
+    if not file.is_file():
+        raise LoadError(f"--overrides-file {file}: {no_file(file)}")
+    data = read_json(file, "JSON")
+    if not isinstance(data, dict):
+        raise LoadError(f"--overrides-file {file}: holds a {type(data).__name__}, not a mapping of config sections")
+    return data
+
+
 def _agrees_with_run(run_dir: Path, data: dict, task: str | None, preset: str | None, config: Path | None) -> None:
     """A run folder's own config.json wins: a task, preset or config file that says otherwise is refused rather
     than silently replacing it (a task or preset the run already has is accepted: it changes nothing)."""
@@ -73,9 +86,11 @@ def _agrees_with_run(run_dir: Path, data: dict, task: str | None, preset: str | 
 
 
 def run_config(task: str | None = None, preset: str | None = None, config: Path | None = None,
-               overrides: list[str] | None = None, run_dir: Path | None = None):
-    """The run configuration: a run folder's own config.json (plus ``overrides``), else ``task`` + ``preset``
-    (default tiny) < ``config`` file < ``overrides``."""
+               overrides: list[str] | None = None, run_dir: Path | None = None,
+               overlay: Mapping[str, Any] | None = None):
+    """The run configuration: a run folder's own config.json (plus ``overlay``, then ``overrides``), else
+    ``task`` + ``preset`` (default tiny) < ``config`` file < ``overlay`` < ``overrides``. ``overlay``: config
+    sections with their types (a run-sheet job's ``--overrides-file``)."""
     from heads.config import ConfigError, merge, parse_overrides
     from heads.resolve import check_run, resolve
 
@@ -91,6 +106,7 @@ def run_config(task: str | None = None, preset: str | None = None, config: Path 
                 cfg = from_dict(data)
             except ConfigError as exc:
                 raise LoadError(f"{run_dir / 'config.json'}: {exc}") from exc
+            merge(cfg, copy.deepcopy(dict(overlay or {})))
             merge(cfg, parse_overrides(overrides or []))
             check_run(cfg)
             return cfg
@@ -98,7 +114,7 @@ def run_config(task: str | None = None, preset: str | None = None, config: Path 
             raise LoadError("--task is required unless the source is a run folder with config.json")
         if config is not None:
             check_config_file(Path(config))
-        return resolve(task, preset or DEFAULT_PRESET, config, overrides)
+        return resolve(task, preset or DEFAULT_PRESET, config, overrides, overlay)
     except (ConfigError, KeyError) as exc:
         raise LoadError(f"bad configuration: {exc.args[0] if isinstance(exc, KeyError) else exc}") from exc
 
@@ -113,17 +129,18 @@ class Loaded:
 
 
 def model_for_task(source: str, task: str | None = None, preset: str | None = None, config: Path | None = None,
-                   overrides: list[str] | None = None, *, head: bool = True, threads: int | None = None) -> Loaded:
+                   overrides: list[str] | None = None, *, head: bool = True, threads: int | None = None,
+                   overlay: Mapping[str, Any] | None = None) -> Loaded:
     """Model, tokenizer, configuration and task of ``source`` (a shipped name, a model or run folder; a run
     folder's own config.json applies, else ``task``), on the run's device (``head``: the model must have the
     task's output head; speed and roles measure bare encoders too). ``threads``: torch's, else the config's."""
     if source in SHIPPED:  # the config names the data root it is cached in
-        cfg = run_config(task, preset, config, overrides)
+        cfg = run_config(task, preset, config, overrides, overlay=overlay)
         model_dir, run_dir = resolve_source(source, cfg.data.root), None
     else:
         model_dir = resolve_source(source)
         run_dir = run_folder_of(source, model_dir)
-        cfg = run_config(task, preset, config, overrides, run_dir)
+        cfg = run_config(task, preset, config, overrides, run_dir, overlay)
     return load_for_task(model_dir, cfg, run_dir, head=head, threads=threads)
 
 

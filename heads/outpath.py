@@ -20,6 +20,7 @@ import contextvars
 import errno
 import fcntl
 import functools
+import json
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -254,7 +255,33 @@ def inputs_of(args: Any) -> dict[str, str]:
                     found.setdefault(os.path.realpath(path), f"{given}{path}".strip())
             except (OSError, ValueError):  # a name too long or with a NUL byte is no file it reads
                 continue
+    for key, path in _overlay_paths(getattr(args, "overrides_file", None)):
+        found.setdefault(os.path.realpath(path), f"{key}={path}")
     return found
+
+
+def _overlay_paths(file: Any) -> list[tuple[str, str]]:
+    """``(dotted.key, path)`` of every value of an ``--overrides-file`` that names an existing file, as its
+    ``KEY=VALUE`` twin would be found (an unreadable file: none; its command says why)."""
+    try:
+        data = json.loads(Path(file).read_text()) if file is not None else None
+    except (OSError, ValueError):
+        return []
+    out: list[tuple[str, str]] = []
+
+    def walk(value: Any, key: str) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{key}.{k}" if key else str(k))
+        else:
+            try:
+                if isinstance(value, str) and value and os.path.isfile(value):
+                    out.append((key, value))
+            except (OSError, ValueError):
+                pass
+
+    walk(data, "")
+    return out
 
 
 @contextmanager

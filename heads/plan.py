@@ -18,15 +18,16 @@ sized from their transformers *config* (:mod:`heads.flops`), never instantiated,
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from dataclasses import asdict, astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from heads.config import ConfigError, RunConfig
+from heads.config import ConfigError, RunConfig, nest
 from heads.sheet.assemble import build
-from heads.sheet.commands import as_word, flatten
+from heads.sheet.commands import flatten
 from heads.sheet.declare import RunSpec
 from heads.sheet.settings import preset_settings
 
@@ -213,11 +214,10 @@ def run_config(e: RunSpec, preset: str) -> RunConfig:
     they change where a model starts, not its size, or shrink it)."""
     from heads.resolve import resolve
 
-    overrides = [f"{k}={as_word(v)}" for k, v in flatten(e.config)]
+    pairs = flatten(e.config)
     if e.command == "train" and e.strategy != "none":
-        overrides += [f"strategy.name={e.strategy}",
-                      *(f"strategy.params.{k}={as_word(v)}" for k, v in e.params.items())]
-    return resolve(e.task, preset, None, overrides)
+        pairs += [("strategy.name", e.strategy), *((f"strategy.params.{k}", v) for k, v in e.params.items())]
+    return resolve(e.task, preset, overlay=json.loads(json.dumps(nest(pairs))))
 
 
 def _eval_examples(cfg: RunConfig) -> int:

@@ -7,15 +7,20 @@ task, the strategy and its typed parameters), so the dependency runs one way.
 
 from __future__ import annotations
 
+import copy
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from heads.config import ConfigError, RunConfig, merge, parse_overrides, validate
 from heads.presets import preset_for
 
 
-def resolve(task: str, preset: str, file: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
-    """Preset for ``task`` < config file < overrides, validated."""
+def resolve(task: str, preset: str, file: str | Path | None = None, overrides: list[str] | None = None,
+            overlay: Mapping[str, Any] | None = None) -> RunConfig:
+    """Preset for ``task`` < config file < ``overlay`` (config sections, typed: what a run-sheet job's
+    ``--overrides-file`` holds) < ``KEY=VALUE`` overrides, validated."""
     from heads.tasks import get_task
 
     get_task(task)  # unknown task -> clear error
@@ -26,6 +31,7 @@ def resolve(task: str, preset: str, file: str | Path | None = None, overrides: l
 
         loaded = json.loads(read_text(file)) if str(file).endswith(".json") else read_yaml(file, ConfigError)
         merge(config, loaded or {})
+    merge(config, copy.deepcopy(dict(overlay or {})))  # merge keeps the overlay's own lists and mappings
     merge(config, parse_overrides(overrides or []))
     if config.task != task:
         raise ConfigError(f"task: the config says {config.task!r} but {task!r} was asked for")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from battery_plan import plan_shipped
-from test_workflow import needs_snakemake
+from test_workflow import needs_snakemake, overrides_of
 
 from heads.battery import BATTERY, for_model, kv_heads, layout_settings
 from heads.sheet import build, preset_settings
@@ -103,7 +103,13 @@ def test_the_battery_on_gemma3_plans_under_its_own_folder_and_leaves_the_committ
     assert "results/pretrained/gemma3/pretrained/claims.md" in outputs
     assert any(p.startswith("results/pretrained/gemma3/runs/lm/analysis/mask/") for p in outputs)
     assert unchanged  # the committed SmolLM2 results, byte for byte
-    assert "model.source=gemma3" in out and "heads mask " in out
+    trains = [line.split("Shell command: ", 1)[1] for line in out.splitlines()
+              if line.startswith("Shell command: heads train")]
+    sources = {overrides_of(line, tmp_path / "repo")["model"]["source"] for line in trains}
+    # the baselines train from the shipped model, the fine-tunes from their pruned copies in its own folder
+    assert "gemma3" in sources and all(s == "gemma3" or s.startswith("results/pretrained/gemma3/runs/")
+                                       for s in sources), sources
+    assert "heads mask " in out
     for command in ("heads prune", "heads curve", "heads mask", "heads speed"):  # whole layers may go
         lines = [line for line in out.splitlines() if command + " " in line]
         assert lines and all("floor=0" in line or "--floor 0" in line for line in lines), command

@@ -149,6 +149,7 @@ def _read(path: Path) -> dict:
 
 def test_every_battery_command_runs_on_a_tiny_mpnet_and_writes_what_the_claims_read(tmp_path, data_root):
     from heads.cli import main
+    from heads.freshness import write_overrides
     from heads.report.spec import load_claims
 
     dag = preset_settings(REPLICATIONS, "pretrained", {**SMALL, "tasks": TINY})
@@ -157,8 +158,9 @@ def test_every_battery_command_runs_on_a_tiny_mpnet_and_writes_what_the_claims_r
     # baselines, then pruned models, then their fine-tunes and the analyses: the battery's, not the translation's
     entries = sorted((sheet[label] for label in sheet.of[BATTERY]),
                      key=lambda e: e.variant != "baseline" and (1 if e.command == "prune" else 2))
+    files = write_overrides(sheet, str(runs), str(data_root), str(tmp_path / "settings"))
     for e in entries:
-        line = command_line(e, str(runs), "pretrained", str(data_root), threads=1)
+        line = command_line(e, str(runs), "pretrained", str(data_root), threads=1, overrides=files.get(e.label))
         assert main(shlex.split(line)[1:]) == 0, line
     assert {e.command for e in entries} >= {"train", "prune", "ablate", "curve", "speed", "redundancy", "roles",
                                             "mask"}

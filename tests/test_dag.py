@@ -2,6 +2,7 @@
 names, as that replication's runs.py says, planned by a dry run; an entry that does not fit stops it in one line
 before any job."""
 
+import json
 import re
 
 import pytest
@@ -44,8 +45,12 @@ def test_a_training_time_custom_entry_still_trains_beside_the_built_in_strategie
                            f"{OUT}/training_time/runs.csv"))
     trains = [j["shell"] for j in jobs if j["rule"] == "train" and "/lm/during/mine/0.5/seed" in j["shell"]]
     assert len(trains) == 2, trains
-    assert all(s.startswith("heads train --task lm --preset smoke --out results/smoke/runs/lm/during/mine/0.5/seed")
-               and " strategy.name=oneshot strategy.params.ratio=0.5 > logs/" in s for s in trains), trains
+    for shell in trains:  # its strategy reaches the command in the file of its config overrides
+        seed = re.search(r"/mine/0\.5/seed(\d) ", shell).group(1)
+        file = f"{OUT}/.settings/config/lm/during/mine/0.5/seed{seed}.json"
+        assert shell.startswith(f"heads train --task lm --preset smoke --out {OUT}/runs/lm/during/mine/0.5/seed{seed} ")
+        assert f" --overrides-file {file} > logs/" in shell, shell
+        assert json.loads((ROOT / file).read_text())["strategy"] == {"name": "oneshot", "params": {"ratio": 0.5}}
     table = next(j["shell"] for j in jobs if j["rule"] == "table")
     assert "lm/during/mine/0.5/seed0" in table and "lm/during/mine/0.5/seed1" in table
 

@@ -215,7 +215,9 @@ def test_the_sheet_runs_a_shipped_model_without_a_source_run():
     e = RunSpec(label="lm/analysis/decoding/seed0", command="decode-speed", replication="decoding", task="lm",
                 seed=0, variant="decoding", arm="smollm2",
                 options={"model": "smollm2", "task": True, "variants": ["kv1of3=ratio:0.3333"], "threads": 1})
-    line = command_line(e, "results/pretrained/runs", "pretrained", "resources/data", threads=2)
+    line = command_line(e, "results/pretrained/runs", "pretrained", "resources/data", threads=2,
+                        overrides="o.json")
     assert line.startswith("heads decode-speed --task lm --preset pretrained --threads 1 --model smollm2 ")
-    assert "--variants kv1of3=ratio:0.3333" in line and "train.threads" not in line
+    assert "--variants kv1of3=ratio:0.3333" in line and line.count("--threads") == 1  # its own, as it times
+    assert line.endswith(" --overrides-file o.json")  # the data root its shipped model is cached under
     assert "--out results/pretrained/runs/lm/analysis/decoding/seed0.json" in line

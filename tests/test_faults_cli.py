@@ -107,6 +107,51 @@ def test_bad_yaml_and_a_missing_config_file_are_named(base, tmp_path, capsys):
     assert not out.exists()
 
 
+def test_an_overrides_file_that_is_missing_bad_or_not_a_mapping_is_named(base, tmp_path, capsys):
+    """The file a workflow job is handed its config in (--overrides-file): refused in one line naming it, on a
+    run folder as on a preset, before anything is written."""
+    out = tmp_path / "out"
+    bad, listed, typo = tmp_path / "bad.json", tmp_path / "list.json", tmp_path / "typo.json"
+    bad.write_text('{"train": {"lr": 1e-3,\n')
+    listed.write_text("[1]")
+    typo.write_text('{"train": {"stesp": 3}}')
+    for argv in (["train", "--task", "lm", "--preset", "smoke", "--out", str(out)],
+                 ["evaluate", str(base["run"]), "--out", str(tmp_path / "e.json")]):
+        refused([*argv, "--overrides-file", str(bad)], capsys, f"{bad}, line 2: not JSON")
+        refused([*argv, "--overrides-file", str(tmp_path / "none.json")], capsys,
+                f"--overrides-file {tmp_path / 'none.json'}: no such file")
+        refused([*argv, "--overrides-file", str(listed)], capsys, "holds a list, not a mapping of config sections")
+        refused([*argv, "--overrides-file", str(typo)], capsys, "unknown config key 'train.stesp'")
+    assert not out.exists() and not (tmp_path / "e.json").exists()
+
+
+def test_an_overrides_file_and_its_key_value_twin_resolve_one_config(base, tmp_path):
+    """What a workflow job reads from its file is what the same keys typed as KEY=VALUE give (KEY=VALUE wins)."""
+    from heads.cli import build_parser
+    from heads.cli.common import run_config
+
+    file = tmp_path / "o.json"
+    file.write_text(json.dumps({"train": {"steps": 7, "lr": 0.002, "progress": False},
+                                "data": {"root": "somewhere"}, "strategy": {"name": "oneshot",
+                                                                            "params": {"ratio": 0.5}}}))
+    typed = ["train.steps=7", "train.lr=0.002", "train.progress=false", "data.root=somewhere",
+             "strategy.name=oneshot", "strategy.params.ratio=0.5"]
+    common = ["train", "--task", "lm", "--preset", "smoke", "--out", str(tmp_path / "r")]
+    by_file = run_config(build_parser().parse_args([*common, "--overrides-file", str(file), "--threads", "2"]))
+    by_words = run_config(build_parser().parse_args([*common, *typed, "train.threads=2"]))
+    assert by_file.to_dict() == by_words.to_dict()
+    assert by_file.train.threads == 2 and by_file.strategy.params == {"ratio": 0.5}
+    wins = run_config(build_parser().parse_args([*common, "train.steps=9", "--overrides-file", str(file)]))
+    assert wins.train.steps == 9 and wins.train.lr == 0.002
+    # on a run folder the file lies over the run's own config.json, as KEY=VALUE does
+    over_run = tmp_path / "e.json"
+    over_run.write_text(json.dumps({"eval": {"max_examples": 3}}))
+    args = build_parser().parse_args(["evaluate", str(base["run"]), "--overrides-file", str(over_run)])
+    cfg = run_config(args, base["run"])
+    assert cfg.eval.max_examples == 3 and cfg.train.steps == json.loads(
+        (base["run"] / "config.json").read_text())["train"]["steps"]
+
+
 @pytest.mark.parametrize(
     "override,fragment",
     [

@@ -7,8 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from heads.config import parse_overrides
-from heads.sheet import RunSpec, SheetError, baseline, build, check, command_line, custom, preset_settings, run_label
+from heads.sheet import (
+    RunSpec,
+    SheetError,
+    baseline,
+    build,
+    check,
+    command_line,
+    custom,
+    entry_overrides,
+    preset_settings,
+    run_label,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DAG = {preset: preset_settings(ROOT / "replications", preset) for preset in ("smoke", "tiny", "small", "paper")}
@@ -26,20 +36,32 @@ def test_every_preset_builds_a_sheet_whose_runs_start_from_runs_on_it():
         assert len(sheet.labels("train")) == len(set(sheet.labels("train")))
 
 
-def test_a_parameter_travels_typed_from_the_sheet_to_the_command_line():
+def test_a_parameter_travels_typed_from_the_sheet_to_the_command_line(tmp_path):
+    """An entry's config reaches its command as a JSON file, its types kept; the threads as --threads."""
+    from heads.cli import build_parser
+    from heads.cli.common import overlay
+    from heads.freshness import write_overrides
+
     sheet = build(ROOT / "replications", DAG["tiny"])
     entry = sheet["lm/during/dropout0.25/0.4/seed1"]
     assert entry.strategy == "dropout_regime" and entry.knob == 0.25
     assert entry.params == {"high": 0.25, "low": 0.1, "max_ratio": 0.4, "pooling": "mean"}
-    argv = shlex.split(command_line(entry, "my runs", "tiny", "my data", 1))
-    overrides = parse_overrides([a for a in argv if "=" in a and not a.startswith("-")])
+    files = write_overrides(sheet, "my runs", "my data", str(tmp_path / "settings"))
+    assert files[entry.label] == f"{tmp_path}/settings/config/{entry.label}.json"
+    argv = shlex.split(command_line(entry, "my runs", "tiny", "my data", 3, overrides=files[entry.label]))
+    assert not [a for a in argv if "=" in a and not a.startswith(("-", "{"))]  # no KEY=VALUE words left
+    args = build_parser().parse_args(argv[1:])
+    overrides = overlay(args)
     assert overrides["strategy"] == {"name": "dropout_regime",
                                      "params": {"high": 0.25, "low": 0.1, "max_ratio": 0.4, "pooling": "mean"}}
-    assert overrides["train"]["seed"] == 1 and overrides["data"]["root"] == "my data"
+    assert overrides["train"] == {"seed": 1, "progress": False, "threads": 3}
+    assert overrides["data"]["root"] == "my data"
     assert argv[argv.index("--out") + 1] == "my runs/lm/during/dropout0.25/0.4/seed1"  # a path with a space
     identity = json.loads(argv[argv.index("--run") + 1])
     assert identity == {"label": entry.label, "kind": "run", "task": "lm", "seed": 1, "variant": "during",
                         "arm": "dropout0.25", "ratio": 0.4, "knob": 0.25, "from_run": None}
+    with pytest.raises(ValueError, match="needs the file of its config overrides"):
+        command_line(entry, "my runs", "tiny", "my data", 3)  # a training run always lays its seed over the preset
 
 
 def test_shared_runs_merge_their_config_and_refuse_a_conflict():
@@ -94,10 +116,13 @@ def test_a_training_time_custom_entry_renders_the_command_line_it_always_has():
                                                 "lm/during/mine/0.5/seed0", "lm/during/mine/0.5/seed1"})
     run = ('{"arm": "mine", "from_run": null, "kind": "run", "knob": null, "label": "lm/during/mine/0.5/seed0", '
            '"ratio": 0.5, "seed": 0, "task": "lm", "variant": "during"}')
-    assert command_line(sheet["lm/during/mine/0.5/seed0"], "results/smoke/runs", "smoke", "resources/data", 2) == (
+    e = sheet["lm/during/mine/0.5/seed0"]
+    assert command_line(e, "results/smoke/runs", "smoke", "resources/data", 2, overrides="S/mine.json") == (
         f"heads train --task lm --preset smoke --out results/smoke/runs/lm/during/mine/0.5/seed0 --run '{run}' "
-        "data.root=resources/data train.seed=0 train.threads=2 train.progress=false strategy.name=oneshot "
-        "strategy.params.reinit=true strategy.params.ratio=0.5")
+        "--threads 2 --overrides-file S/mine.json")
+    assert entry_overrides(e, "results/smoke/runs", "resources/data") == {
+        "data": {"root": "resources/data"}, "train": {"seed": 0, "progress": False},
+        "strategy": {"name": "oneshot", "params": {"reinit": True, "ratio": 0.5}}}
 
 
 def test_a_scorer_through_custom_joins_michel2019s_curves_as_its_own_arm():
@@ -115,7 +140,7 @@ def test_a_scorer_through_custom_joins_michel2019s_curves_as_its_own_arm():
     assert (e.command, e.variant, e.paths, e.after, e.config) == (theirs.command, theirs.variant, theirs.paths,
                                                                  theirs.after, theirs.config)
     assert e.params == {**theirs.params, "scorer": "magnitude", "scope": "per_site"}
-    line = command_line(e, "R", "small", "D", 1)
+    line = command_line(e, "R", "small", "D", 1, overrides="o.json")
     assert line.startswith("heads curve R/cls/baseline/none/0.0/seed3 --param scorer=magnitude step=0.05 "
                            "max_ratio=0.5 batches=4 seed=3 scope=per_site ")
     # a task named: its curves only; a scorer on the random draw averages the same orders as the built-in one
@@ -217,22 +242,24 @@ def test_the_jobs_threads_and_gpus_reach_the_command_line():
     entry = sheet["lm/baseline/none/0.0/seed0"]
 
     def argv(e, threads, gpus):
-        return shlex.split(command_line(e, "runs", "paper", "data", threads, gpus))
+        return shlex.split(command_line(e, "runs", "paper", "data", threads, gpus, overrides="o.json"))
+
+    def threads_of(line):
+        assert line.count("--threads") == 1, line
+        return line[line.index("--threads") + 1]
 
     one = argv(entry, 8, 1)
-    assert one[:2] == ["heads", "train"] and "train.threads=8" in one
+    assert one[:2] == ["heads", "train"] and threads_of(one) == "8"
     several = argv(entry, 8, 4)
     assert several[:7] == ["torchrun", "--standalone", "--nproc_per_node", "4", "-m", "heads", "train"]
-    assert "train.threads=2" in several and several[7:] == [a if a != "train.threads=8" else "train.threads=2"
-                                                           for a in one[2:]]
-    assert "train.threads=1" in argv(entry, 2, 4)  # never fewer than one a process
+    assert threads_of(several) == "2" and several[7:] == [a if a != "8" else "2" for a in one[2:]]
+    assert threads_of(argv(entry, 2, 4)) == "1"  # never fewer than one a process
     for command in ("ablate", "curve", "roles", "prune"):
         e = next(e for e in sheet.runs.values() if e.command == command)
         line = argv(e, 4, 4)
-        assert line[:2] == ["heads", command] and "train.threads=4" in line, (command, line)
+        assert line[:2] == ["heads", command] and threads_of(line) == "4", (command, line)
     speed = next(e for e in sheet.runs.values() if e.command == "speed")
-    line = argv(speed, 4, 1)
-    assert line[line.index("--threads") + 1] == "4" and not any(a.startswith("train.threads") for a in line)
+    assert threads_of(argv(speed, 4, 1)) == "4"  # its own --threads: what it times at
 
 
 def test_a_users_task_config_lies_under_every_run_of_that_task_and_its_own_keys_win():
@@ -251,8 +278,8 @@ def test_a_users_task_config_lies_under_every_run_of_that_task_and_its_own_keys_
     assert all(e == plain[e.label] for e in sheet.runs.values() if e.task != "lm")
     analyses = [e for e in sheet.runs.values() if e.task == "lm" and e.command != "train" and not e.options.get("task")]
     assert all(e == plain[e.label] for e in analyses)  # they read their run's config.json
-    line = command_line(lm_train[0], "runs", "smoke", "data", 1)
-    assert "model.source=my/bert" in line and "data.columns.text_a=sentence1" in line
+    overrides = entry_overrides(lm_train[0], "runs", "data")
+    assert overrides["model"]["source"] == "my/bert" and overrides["data"]["columns"] == {"text_a": "sentence1"}
 
 
 def test_a_replications_own_seeds_replace_the_presets_for_its_runs_only(tmp_path):

@@ -1,6 +1,7 @@
 """The Snakemake workflow: config validated before any job, DAGs resolvable for every preset and profile,
 lint clean, and the report's artefact list in step with the library."""
 
+import json
 import os
 import re
 import shutil
@@ -144,6 +145,17 @@ def test_a_claim_off_the_vocabulary_fails_the_dry_run_in_one_line(tmp_path):
 # -- the machine a run is given: threads, GPUs, memory, and where each job runs -------------------------------
 MODEL_RULES = ("train", "analyse")  # the rules that run a model (surgery only cuts and counts, never runs one)
 LOCAL_RULES = {"prepare_data", "table", "figure", "replication_claims", "claims", "surgery_table"}
+
+
+def overrides_of(shell: str, cwd: Path = ROOT) -> dict:
+    """The config a planned command is handed in its ``--overrides-file`` (relative to the workflow's ``cwd``);
+    {} for a command that has none."""
+    import shlex
+
+    argv = shlex.split(shell.split(" > ")[0])
+    if "--overrides-file" not in argv:
+        return {}
+    return json.loads((cwd / argv[argv.index("--overrides-file") + 1]).read_text())
 
 
 def planned(run: subprocess.CompletedProcess) -> list[dict]:
@@ -385,8 +397,8 @@ def test_paths_with_spaces_reach_every_command_whole(tmp_path):
     from smoke_dag import copy_repo
 
     # in a copy: even a dry run records each job's settings under its output and data folders
-    run = snakemake("-n", "-p", "--config", "preset=smoke", "data_root=my data", "out=my out",
-                    cwd=copy_repo(tmp_path))
+    repo = copy_repo(tmp_path)
+    run = snakemake("-n", "-p", "--config", "preset=smoke", "data_root=my data", "out=my out", cwd=repo)
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-3000:]
     commands = [shlex.split(line.split("Shell command: ", 1)[1].split(" > ")[0])
@@ -397,8 +409,9 @@ def test_paths_with_spaces_reach_every_command_whole(tmp_path):
             if flag in argv:
                 assert argv[argv.index(flag) + 1].startswith(("my data", "my out")), argv
         assert all(not a.startswith(("data/", "out/")) for a in argv), argv  # no path split at its space
-    trains = [a for a in commands if a[1] == "train"]
-    assert all("data.root=my data" in a for a in trains), trains[0]
+    trains = [line for line in out.splitlines() if line.startswith("Shell command: heads train")]
+    assert trains and all(overrides_of(line.split("Shell command: ", 1)[1], repo)["data"]["root"] == "my data"
+                          for line in trains), trains[0]
 
 
 @needs_snakemake
@@ -417,13 +430,15 @@ def test_your_own_model_and_data_reach_every_run_of_the_task_and_its_data_prepar
     jobs = planned(snakemake("-n", "-p", "--forceall", "--cores", "2", "--config", "preset=smoke",
                              "--configfile", str(mine)))
     prepare = [j for j in jobs if j["rule"] == "prepare_data" and "--task cls" in j["shell"]]
-    assert prepare and f"model.source={tmp_path}/models/my-bert" in prepare[0]["shell"]
-    assert "data.columns.text_a=sentence1" in prepare[0]["shell"]
-    cls_train = [j for j in jobs if j["rule"] == "train" and "heads train --task cls" in j["shell"]]
-    other = [j for j in jobs if j["rule"] == "train" and "heads train --task cls" not in j["shell"]]
-    assert cls_train and all(f"model.source={tmp_path}/models/my-bert" in j["shell"] for j in cls_train)
-    assert all(f"data.dataset={tmp_path}/data/mrpc" in j["shell"] for j in cls_train)
-    assert other and not any("my-bert" in j["shell"] for j in other)
+    handed = overrides_of(prepare[0]["shell"]) if prepare else {}
+    assert handed["model"]["source"] == f"{tmp_path}/models/my-bert"
+    assert handed["data"]["columns"] == {"text_a": "sentence1", "text_b": "sentence2"}
+    trains = [j["shell"] for j in jobs if j["rule"] == "train"]
+    cls_train = [overrides_of(shell) for shell in trains if "heads train --task cls" in shell]
+    other = [overrides_of(shell) for shell in trains if "heads train --task cls" not in shell]
+    assert cls_train and all(o["model"]["source"] == f"{tmp_path}/models/my-bert" for o in cls_train)
+    assert all(o["data"]["dataset"] == f"{tmp_path}/data/mrpc" for o in cls_train)
+    assert other and not any("my-bert" in json.dumps(o) for o in other)
 
     mine.write_text("dag:\n  smoke:\n    tasks:\n      cls:\n        data: {colums: {text_a: s}}\n")
     run = snakemake("-n", "--config", "preset=smoke", "--configfile", str(mine))

@@ -136,20 +136,28 @@ def _classify(exc: BaseException) -> str | None:
     return None
 
 
+def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """``argv`` parsed. A command's positionals may stand between its options (a source, options, then
+    ``KEY=VALUE`` overrides): argparse reads one run of positionals, so what is left over is read again by the
+    command's own parser in argparse's intermixed mode, which takes positionals wherever they stand."""
+    args, extra = parser.parse_known_args(argv)
+    if not extra:
+        return args
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    command = sub.choices[args.command]
+    if any(isinstance(a, argparse._SubParsersAction) for a in command._actions):  # `heads data prepare`
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    at = next(i for i, word in enumerate(argv) if not word.startswith("-"))  # the command's word
+    return command.parse_intermixed_args(argv[at + 1:], argparse.Namespace(command=args.command))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # --debug may stand anywhere (after the command too); it never collides with a KEY=VALUE override.
     debug = "--debug" in argv or os.environ.get("HEADS_DEBUG", "") not in ("", "0")
     argv = [a for a in argv if a != "--debug"]
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    # KEY=VALUE overrides may follow a positional source and options (argparse cannot place a second
-    # variadic positional after options by itself).
-    if extra:
-        if hasattr(args, "overrides") and all("=" in e and not e.startswith("-") for e in extra):
-            args.overrides = [*(args.overrides or []), *extra]
-        else:
-            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args = parse(parser, argv)
     _quiet_libraries()
     from heads.outpath import inputs_of, reading
 

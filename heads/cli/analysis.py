@@ -327,7 +327,7 @@ def cmd_shift(args: argparse.Namespace) -> int:
 def register(sub) -> None:
     p = sub.add_parser("speed", help="measured inference examples/s of pruned copies at several ratios and batch sizes")
     p.add_argument("source", help="run folder (its config applies), model folder (with --task) or minilm")
-    add_run_options(p, required=False)
+    add_run_options(p, required=False, threads=False)  # its own --threads (default 1) times at
     p.add_argument(
         "--ratios",
         type=float,

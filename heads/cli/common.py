@@ -50,27 +50,54 @@ def resolve_source(source: str, root: str = DEFAULT_ROOT) -> Path:
 
 
 def data_root(args: argparse.Namespace) -> str:
-    """The data root a command's ``data.root=`` override names (where shipped checkpoints are cached), else the
-    default: commands that load a shipped model before (or without) resolving a run configuration use it."""
-    for item in getattr(args, "overrides", None) or []:
+    """The data root a command's ``data.root=`` override (or its overrides file) names (where shipped
+    checkpoints are cached), else the default: commands that load a shipped model before (or without) resolving
+    a run configuration use it."""
+    for item in reversed(getattr(args, "overrides", None) or []):  # the last one given wins, as in the config
         key, _, value = item.partition("=")
         if key == "data.root" and value:
             return value
-    return DEFAULT_ROOT
+    root = (overlay(args).get("data") or {}).get("root")
+    return str(root) if root else DEFAULT_ROOT
 
 
-def add_run_options(p: argparse.ArgumentParser, required: bool = True) -> None:
+def add_run_options(p: argparse.ArgumentParser, required: bool = True, threads: bool = True) -> None:
+    """The options that choose a run configuration (``threads``: also ``--threads``, which sets train.threads;
+    a timing command that takes its own leaves it out)."""
     p.add_argument("--task", required=required, help="lm | mt | cls | cls_hard | coherence (heads list shows all)")
     p.add_argument("--preset", help="smoke | tiny | small | paper (default tiny; a run folder's own config wins)")
     p.add_argument("--config", type=Path, help="YAML/JSON config file applied over the preset")
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. train.lr=3e-4 data.root=resources/data")
+    p.add_argument("--overrides-file", type=Path, metavar="JSON",
+                   help="config sections laid over the preset, or over a run folder's own config.json, as KEY=VALUE "
+                        "would (which win over it), their types kept: what a workflow job is handed")
+    if threads:
+        p.add_argument("--threads", dest="train_threads", type=int, metavar="N",
+                       help="torch threads (train.threads; default the config's)")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                   help="e.g. train.lr=3e-4 data.root=resources/data (right after the command, or its source)")
+
+
+def overlay(args: argparse.Namespace) -> dict:
+    """The config sections ``--overrides-file`` holds, with ``--threads`` as train.threads; {} without them."""
+    file = getattr(args, "overrides_file", None)
+    out: dict = {}
+    if file is not None:
+        with user_errors():
+            out = loading.read_overlay(Path(file))
+    threads = getattr(args, "train_threads", None)
+    if threads is not None:
+        if threads < 1:
+            raise fail(f"--threads must be >= 1, got {threads}")
+        out = {**out, "train": {**(out.get("train") or {}), "threads": threads}}
+    return out
 
 
 def run_config(args: argparse.Namespace, run_dir: Path | None = None):
-    """The run configuration of ``--task``, ``--preset``, ``--config`` and the overrides (a run folder's own
-    config.json wins): :func:`heads.loading.run_config`."""
+    """The run configuration of ``--task``, ``--preset``, ``--config``, ``--overrides-file`` and the overrides
+    (a run folder's own config.json wins): :func:`heads.loading.run_config`."""
     with user_errors():
-        return loading.run_config(args.task, args.preset, getattr(args, "config", None), args.overrides, run_dir)
+        return loading.run_config(args.task, args.preset, getattr(args, "config", None), args.overrides, run_dir,
+                                  overlay(args))
 
 
 def load_for_task(args: argparse.Namespace, head: bool = True) -> Loaded:
@@ -78,7 +105,8 @@ def load_for_task(args: argparse.Namespace, head: bool = True) -> Loaded:
     model (``head``: the model must have the task's output head): :func:`heads.loading.model_for_task`."""
     with user_errors():
         return loading.model_for_task(args.source, args.task, args.preset, getattr(args, "config", None),
-                                      args.overrides, head=head, threads=getattr(args, "threads", None))
+                                      args.overrides, head=head, threads=getattr(args, "threads", None),
+                                      overlay=overlay(args))
 
 
 def add_pair_arguments(p: argparse.ArgumentParser) -> None:

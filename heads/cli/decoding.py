@@ -111,7 +111,7 @@ def register(sub) -> None:
     p = sub.add_parser("decode-speed", help="prefill and cached-decoding speed of pruned variants in paired "
                        "interleaved rounds, beside the bound (bytes moved, FLOPs) each speed-up cannot exceed")
     p.add_argument("--model", required=True, help="a shipped model (smollm2, bergamot-en-pt) or a model folder")
-    add_run_options(p)
+    add_run_options(p, threads=False)  # its own --threads (default 1) times at
     p.add_argument("--variants", nargs="*", default=[], metavar="NAME=SPEC",
                    help="pruned variants beside full: ratio:R (R of every site's heads, whole key/value groups "
                    "under grouped-query attention) or query:K (K query heads of every group, groups kept)")

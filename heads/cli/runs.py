@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from heads import loading
 from heads.cli.common import (
     add_identity_option,
     add_run_options,
@@ -15,6 +16,7 @@ from heads.cli.common import (
     fail,
     load_for_task,
     run_config,
+    user_errors,
 )
 from heads.env import with_environment
 from heads.outpath import writes_outputs
@@ -48,8 +50,11 @@ def cmd_data_prepare(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise fail(f"data prepare: --limit must be >= 1 rows per split, got {args.limit}")
     hub_options = _data_overrides(args)
-    if args.overrides and not args.preset:
-        raise fail("data prepare: KEY=VALUE overrides apply with --preset (they change a preset's run config)")
+    if (args.overrides or args.overrides_file) and not args.preset:
+        raise fail("data prepare: KEY=VALUE overrides and --overrides-file apply with --preset (they change a "
+                   "preset's run config)")
+    with user_errors():
+        overlay = loading.read_overlay(args.overrides_file) if args.overrides_file else None
     if hub_options and len(args.task) != 1:
         raise fail("data prepare: --dataset, --config, --column, --split, --labels and --revision describe one "
                    f"task's data; pass one --task (got {args.task})")
@@ -62,7 +67,7 @@ def cmd_data_prepare(args: argparse.Namespace) -> int:
             source = [f"data.source={args.source}"] if args.source != "offline" else []  # else: the preset's
             try:
                 cfg = resolve(task, args.preset, None,
-                              [f"data.root={args.root}", *source, *hub_options, *(args.overrides or [])])
+                              [f"data.root={args.root}", *source, *hub_options, *(args.overrides or [])], overlay)
             except ConfigError as exc:
                 raise fail(f"bad configuration: {exc}") from None
             task_obj = get_task(task)
@@ -151,6 +156,8 @@ def register(sub) -> None:
     q.add_argument("--labels", nargs="+", help="cls: label names in id order (default: read from the data)")
     q.add_argument("--revision", help="hub: branch, tag or commit of the dataset repository")
     q.add_argument("--preset", help="prepare what this preset's runs use (data source, limit, tokenizer)")
+    q.add_argument("--overrides-file", type=Path, metavar="JSON",
+                   help="with --preset: run-config sections laid over the preset (KEY=VALUE wins over it)")
     q.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                    help="with --preset: run-config overrides (a user's model.source, data.*), as a run would take them")
     q.set_defaults(func=cmd_data_prepare)

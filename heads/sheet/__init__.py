@@ -16,7 +16,8 @@ One job per module, in the order a sheet is made:
 - :mod:`heads.sheet.settings`: a preset's settings per replication, merged and checked (:func:`preset_settings`);
 - :mod:`heads.sheet.custom_entries`: a user's own strategies as entries of the replications they join;
 - :mod:`heads.sheet.assemble`: all entries as one checked :class:`Sheet` (:func:`build`);
-- :mod:`heads.sheet.commands`: an entry's ``heads`` command line (:func:`command_line`).
+- :mod:`heads.sheet.commands`: an entry's ``heads`` command line (:func:`command_line`) and the config it lays
+  over its base, handed over as a JSON file (:func:`entry_overrides`).
 
 The names below are the public API (replications, the workflow and plug-ins import them from ``heads.sheet``);
 code inside ``heads`` imports from the module that defines a name. Nothing here imports anything heavy: the
@@ -24,7 +25,7 @@ workflow builds the sheet at parse time.
 """
 
 from heads.sheet.assemble import Sheet, build, check
-from heads.sheet.commands import analysis_overrides, command_line, param_words, task_overrides, train_overrides
+from heads.sheet.commands import command_line, entry_overrides, overrides_file, param_words
 from heads.sheet.custom_entries import CUSTOM_JOINS, Custom, custom
 from heads.sheet.declare import (
     COMMANDS,
@@ -44,7 +45,7 @@ from heads.sheet.settings import check_config_names, load_replication, preset_se
 
 __all__ = [
     "COMMANDS", "CUSTOM_JOINS", "LONGER", "Custom", "RunSpec", "Sheet", "SheetError", "analysis_label",
-    "analysis_overrides", "baseline", "build", "check", "check_config_names", "command_line", "custom", "fmt_ratio",
-    "layered", "load_replication", "longer_baselines", "masking_runs", "param_words", "preset_settings",
-    "replications", "run_label", "seeds_of", "shard_config", "task_overrides", "train_overrides",
+    "baseline", "build", "check", "check_config_names", "command_line", "custom", "entry_overrides", "fmt_ratio",
+    "layered", "load_replication", "longer_baselines", "masking_runs", "overrides_file", "param_words",
+    "preset_settings", "replications", "run_label", "seeds_of", "shard_config",
 ]

@@ -129,10 +129,9 @@ TASK_CONFIG = D.get("tasks") or {}
 for _task, _sections in TASK_CONFIG.items():
     from heads.config import ConfigError
     from heads.resolve import resolve
-    from heads.sheet import task_overrides
 
     try:
-        resolve(_task, PRESET, None, task_overrides(_sections))
+        resolve(_task, PRESET, overlay=_sections)
     except (ConfigError, KeyError) as e:
         raise ValueError(f"config dag.{PRESET}.tasks.{_task}: {e.args[0] if isinstance(e, KeyError) else e}") from None
 
@@ -141,7 +140,7 @@ for _task, _sections in TASK_CONFIG.items():
 # rewritten only when its content changes, so a changed setting reruns exactly the jobs it affects and what reads
 # them. Drawn here, before any job: an entry whose settings changed is checked as its command will check it
 # (config, strategy parameters, sources), and a run folder holding a run of other settings is refused in one line.
-from heads.freshness import check_surgery, settle, write_settings
+from heads.freshness import check_surgery, settle, write_overrides, write_settings
 
 SETTINGS = f"{OUT}/.settings"
 try:
@@ -149,6 +148,9 @@ try:
     check_surgery(config["surgery"]["sources"], config["surgery"]["keep"])
 except SheetError as e:
     raise ValueError(f"run sheet of preset {PRESET!r}: {e}") from None
+# The config each entry lays over its base, as the JSON file its command reads (--overrides-file). Not a job's
+# input: its settings file (above) holds what decides it, and a tree made before these files needs no rerun.
+OVERRIDES_OF = write_overrides(SHEET, RUNS, DATA, SETTINGS)
 
 
 def render_settings(rep):
@@ -168,11 +170,17 @@ SURGERY_SETTINGS = f"{SETTINGS}/surgery.json"
 write_settings(SURGERY_SETTINGS, {"seq_len": config["surgery"]["seq_len"]})
 
 
-def data_overrides(w):
-    """The user's config of a task (dag.<preset>.tasks), as the shell-quoted KEY=VALUE words of data prepare."""
-    from heads.sheet import task_overrides
+# the user's config of a task (dag.<preset>.tasks), as the file data prepare lays over the preset (its content is
+# in the task's data settings, the job's input)
+DATA_OVERRIDES = {t: f"{DATA}/.settings/{t}-{STAGE}.overrides.json" for t in DATA_SETTINGS if TASK_CONFIG.get(t)}
+for _task, _path in DATA_OVERRIDES.items():
+    write_settings(_path, TASK_CONFIG[_task], backdate=True)
 
-    return " ".join(shlex.quote(o) for o in task_overrides(TASK_CONFIG.get(w.task) or {}))
+
+def data_overrides(w):
+    """data prepare's --overrides-file option, where the task has a config of the user's."""
+    path = DATA_OVERRIDES.get(w.task)
+    return f"--overrides-file {shlex.quote(path)}" if path else ""
 
 
 def labels_of(*commands):
@@ -208,12 +216,11 @@ if MODEL:  # the preset's allowance is sized for its own model: a larger one ask
     from heads.config import ConfigError
     from heads.plan import PlanError, job_memory_mb
     from heads.resolve import resolve
-    from heads.sheet import task_overrides
 
     from heads.battery import BATTERY, check_task
 
     _task = D[BATTERY]["task"]  # what heads.battery.for_model read the model as (lm, retrieval)
-    _cfg = resolve(_task, PRESET, None, task_overrides(TASK_CONFIG[_task]))
+    _cfg = resolve(_task, PRESET, overlay=TASK_CONFIG[_task])
     try:
         check_task(_cfg)  # a model its task's families do not include stops the plan here
     except SheetError as e:
@@ -239,7 +246,7 @@ def entry_command(w, threads, resources):
     e = SHEET[w.label]
     gpus = int(resources.get("gpu", 0))
     gpus = gpus if e.command == "train" else min(gpus, 1)  # --set-resources train:gpu=N reaches pruning too
-    line = command_line(e, RUNS, PRESET, DATA, threads, gpus)
+    line = command_line(e, RUNS, PRESET, DATA, threads, gpus, OVERRIDES_OF.get(w.label))
     return f"python {shlex.quote(GPU_SLOT)} {gpus} -- {line}" if gpus else line
 
 
@@ -281,9 +288,8 @@ def replication_outputs(rep):
 # names it), each with the folder its masking table renders to: the cross-model table's rows (report.smk).
 def _model_source(task):
     from heads.resolve import resolve
-    from heads.sheet import task_overrides
 
-    return resolve(task, PRESET, None, task_overrides(TASK_CONFIG.get(task) or {})).model.source
+    return resolve(task, PRESET, overlay=TASK_CONFIG.get(task) or {}).model.source
 
 
 _MASKED = sorted({(SHEET[label].replication, SHEET[label].task) for label in SHEET.labels("mask")})
