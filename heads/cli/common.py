@@ -74,7 +74,8 @@ def add_run_options(p: argparse.ArgumentParser, required: bool = True, threads: 
         p.add_argument("--threads", dest="train_threads", type=int, metavar="N",
                        help="torch threads (train.threads; default the config's)")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                   help="e.g. train.lr=3e-4 data.root=resources/data (right after the command, or its source)")
+                   help="e.g. train.lr=3e-4 data.root=resources/data (anywhere after the command; they win over "
+                        "the rest)")
 
 
 def overlay(args: argparse.Namespace) -> dict:
