@@ -9,7 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
+
+
+def _stats():
+    """scipy.stats, imported on first use: the report imports this module, and the workflow reads the report's
+    specs at every parse (scipy's statistics take over a second to import)."""
+    from scipy import stats
+
+    return stats
 
 
 def paired_ttest(a: Sequence[float], b: Sequence[float], tol: float = 0.0) -> float:
@@ -30,7 +37,7 @@ def paired_ttest(a: Sequence[float], b: Sequence[float], tol: float = 0.0) -> fl
         return 1.0
     if np.ptp(diff) <= 1e-12 * np.abs(diff).max():
         return 0.0  # a constant non-zero shift: infinitely significant (scipy would divide by ~0)
-    return float(stats.ttest_1samp(diff, 0.0).pvalue)
+    return float(_stats().ttest_1samp(diff, 0.0).pvalue)
 
 
 def paired_ttests(base: np.ndarray, other: np.ndarray, tol: float = 0.0) -> np.ndarray:
@@ -53,7 +60,7 @@ def paired_ttests(base: np.ndarray, other: np.ndarray, tol: float = 0.0) -> np.n
     constant = moved & (np.ptp(diff, axis=1) <= 1e-12 * scale)
     tested = moved & ~constant
     t = mean[tested] / (sd[tested] / np.sqrt(n))
-    p[tested] = 2 * stats.t.sf(np.abs(t), n - 1)
+    p[tested] = 2 * _stats().t.sf(np.abs(t), n - 1)
     p[constant] = 0.0
     return p
 
@@ -69,4 +76,4 @@ def detectable_shift(a: Sequence[float], b: Sequence[float], alpha: float = 0.01
     if diff.size < 2:
         return float("nan")
     se = float(np.std(diff, ddof=1)) / np.sqrt(diff.size)
-    return float((stats.t.ppf(1 - alpha / 2, diff.size - 1) + stats.norm.ppf(power)) * se)
+    return float((_stats().t.ppf(1 - alpha / 2, diff.size - 1) + _stats().norm.ppf(power)) * se)

@@ -48,6 +48,15 @@ def test_the_command_line_parses_without_importing_torch():
     assert out.stdout.strip() == "[]"
 
 
+def test_what_the_workflow_reads_while_it_parses_imports_no_scipy_or_torch():
+    # Snakemake imports these at every parse (every dry run, every cluster job's own parse): scipy's statistics
+    # alone took 1.4 s of it; the report imports them where it computes an interval or a test
+    code = ("import sys; import heads.report.render, heads.report.spec, heads.sheet, heads.freshness, heads.resolve; "
+            "print(sorted(m for m in ('scipy', 'torch', 'transformers', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_list_names_every_registry(capsys):
     main(["list"])
     out = capsys.readouterr().out

@@ -37,8 +37,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize as _opt
-from scipy import stats as _st
 
 LEVEL = 0.95
 ALPHA = (1 - LEVEL) / 2  # each one-sided test's level: a verdict is definite when its p is under this
@@ -71,6 +69,22 @@ METHOD_EXAMPLES = {
     "exact": METHOD["exact"],
     "directional": "one-sided t-test, two-level 95 % interval (seeds, Student-t; examples, paired bootstrap)",
     "equivalence": "equivalence (TOST), two-level 95 % interval (seeds, Student-t; examples, paired bootstrap)"}
+
+
+def _st():
+    """scipy.stats, imported on first use: the workflow reads this package's specs at every parse, and scipy's
+    statistics take over a second to import."""
+    from scipy import stats
+
+    return stats
+
+
+def _opt():
+    """scipy.optimize, imported on first use (as :func:`_st`)."""
+    from scipy import optimize
+
+    return optimize
+
 
 
 @dataclass(frozen=True)
@@ -136,7 +150,7 @@ def interval(values: Sequence[float], confidence: float = LEVEL) -> tuple[float,
         raise ValueError(f"an interval needs at least two values, got {x.size}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    half = float(_st.t.ppf(0.5 + confidence / 2, x.size - 1)) * float(np.std(x, ddof=1)) / math.sqrt(x.size)
+    half = float(_st().t.ppf(0.5 + confidence / 2, x.size - 1)) * float(np.std(x, ddof=1)) / math.sqrt(x.size)
     mean = float(x.mean())
     return mean - half, mean + half
 
@@ -181,19 +195,19 @@ def two_level(values: Sequence[float], replicates: Sequence[float], confidence: 
     if se == 0:
         return Estimate(int(x.size), mean, mean, mean, sd, 0.0, float(x.size - 1), True)
     p = 0.5 + confidence / 2
-    t_seeds, z = float(_st.t.ppf(p, x.size - 1)), float(_st.norm.ppf(p))
+    t_seeds, z = float(_st().t.ppf(p, x.size - 1)), float(_st().norm.ppf(p))
     half = math.hypot(t_seeds * math.sqrt(between), z * math.sqrt(within))
     return Estimate(int(x.size), mean, mean - half, mean + half, sd, se, None, True, half / se, p)
 
 
 def _matching_df(quantile: float, p: float, lowest: int) -> float:
     """The degrees of freedom whose t quantile at ``p`` is ``quantile`` (between the normal's and t(lowest)'s)."""
-    if quantile >= float(_st.t.ppf(p, lowest)):
+    if quantile >= float(_st().t.ppf(p, lowest)):
         return float(lowest)
-    if float(_st.t.cdf(quantile, 1e9)) <= p:  # at (or within rounding of) the normal quantile: no bracket
+    if float(_st().t.cdf(quantile, 1e9)) <= p:  # at (or within rounding of) the normal quantile: no bracket
         return math.inf
     # on log(df), where the quantile changes smoothly: a dozen evaluations of the cdf
-    log_df = _opt.brentq(lambda u: float(_st.t.cdf(quantile, math.exp(u))) - p, math.log(lowest), math.log(1e9),
+    log_df = _opt().brentq(lambda u: float(_st().t.cdf(quantile, math.exp(u))) - p, math.log(lowest), math.log(1e9),
                          xtol=1e-10)
     return math.exp(log_df)
 
@@ -208,7 +222,7 @@ def effect_size(est: Estimate, null: float = 0.0) -> float | None:
 def _one_sided_p(est: Estimate, threshold: float, side: str) -> float:
     """p of a one-sided t-test whose alternative is ``mean side threshold`` (side: greater | less)."""
     t = (est.mean - threshold) / est.spread
-    return float(_st.t.sf(t, est.dof) if side == "greater" else _st.t.cdf(t, est.dof))
+    return float(_st().t.sf(t, est.dof) if side == "greater" else _st().t.cdf(t, est.dof))
 
 
 _OTHER = {"greater": "less", "less": "greater"}
@@ -253,8 +267,8 @@ def clopper_pearson(k: int, n: int, confidence: float = LEVEL) -> tuple[float, f
     if not 0 <= k <= n or n < 1:
         raise ValueError(f"need 0 <= k <= n and n >= 1, got k={k}, n={n}")
     tail = (1 - confidence) / 2
-    low = 0.0 if k == 0 else float(_st.beta.ppf(tail, k, n - k + 1))
-    high = 1.0 if k == n else float(_st.beta.ppf(1 - tail, k + 1, n - k))
+    low = 0.0 if k == 0 else float(_st().beta.ppf(tail, k, n - k + 1))
+    high = 1.0 if k == n else float(_st().beta.ppf(1 - tail, k + 1, n - k))
     return low, high
 
 
@@ -269,7 +283,7 @@ def decide_binomial(k: int, n: int, direction: str, threshold: float) -> Decisio
         side = threshold <= 0 if direction == "greater" else threshold >= 1
         return Decision(SUPPORTED if side else NOT_SUPPORTED, 0.0)
     # one-sided p of "the true share is below (above) the threshold", against a share at the threshold
-    below, above = float(_st.binom.cdf(k, n, threshold)), float(_st.binom.sf(k - 1, n, threshold))
+    below, above = float(_st().binom.cdf(k, n, threshold)), float(_st().binom.sf(k - 1, n, threshold))
     p, p_other = (below, above) if direction == "less" else (above, below)
     claimed, other = (low > threshold, high < threshold)[:: 1 if direction == "greater" else -1]
     return _decision(claimed, other, p, p_other, f"the exact interval [{low:.4g}, {high:.4g}] reaches the "
