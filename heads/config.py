@@ -13,7 +13,7 @@ import dataclasses
 import os
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,6 +207,18 @@ def parse_overrides(items: list[str]) -> dict:
             raise ConfigError(f"override {item!r} is not key=value")
         pairs.append((key, _scalar(raw, key)))
     return nest(pairs)
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """Nested config sections as ``(dotted.key, value)`` pairs, in order (an empty section is a value): the
+    inverse of :func:`nest`."""
+    out = []
+    for key, value in tree.items():
+        if isinstance(value, Mapping) and value:
+            out += flatten(value, f"{prefix}{key}.")
+        else:
+            out.append((f"{prefix}{key}", value))
+    return out
 
 
 def nest(pairs: Iterable[tuple[str, Any]]) -> dict:

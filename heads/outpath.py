@@ -29,6 +29,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
+from heads.config import flatten
 from heads.io import (
     MODEL_ENTRIES,
     PRUNE_MARK,
@@ -268,19 +269,12 @@ def _overlay_paths(file: Any) -> list[tuple[str, str]]:
     except (OSError, ValueError):
         return []
     out: list[tuple[str, str]] = []
-
-    def walk(value: Any, key: str) -> None:
-        if isinstance(value, dict):
-            for k, v in value.items():
-                walk(v, f"{key}.{k}" if key else str(k))
-        else:
-            try:
-                if isinstance(value, str) and value and os.path.isfile(value):
-                    out.append((key, value))
-            except (OSError, ValueError):
-                pass
-
-    walk(data, "")
+    for key, value in flatten(data) if isinstance(data, dict) else []:
+        try:
+            if isinstance(value, str) and value and os.path.isfile(value):
+                out.append((key, value))
+        except (OSError, ValueError):  # a name too long or with a NUL byte is no file it reads
+            continue
     return out
 
 

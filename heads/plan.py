@@ -25,9 +25,8 @@ from dataclasses import asdict, astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from heads.config import ConfigError, RunConfig, nest
+from heads.config import ConfigError, RunConfig, flatten, nest
 from heads.sheet.assemble import build
-from heads.sheet.commands import flatten
 from heads.sheet.declare import RunSpec
 from heads.sheet.settings import preset_settings
 

@@ -9,28 +9,16 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from heads.config import nest
+from heads.config import flatten, nest
 from heads.sheet.declare import RunSpec
 
 
 def as_word(value: Any) -> str:
     """A typed value as the command line's ``key=value`` reads it back (JSON is valid YAML: types survive)."""
     return value if isinstance(value, str) else json.dumps(value)
-
-
-def flatten(tree: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    """Nested config sections as ``(dotted.key, value)`` pairs, in order (an empty section is a value)."""
-    out = []
-    for key, value in tree.items():
-        if isinstance(value, Mapping) and value:
-            out += flatten(value, f"{prefix}{key}.")
-        else:
-            out.append((f"{prefix}{key}", value))
-    return out
 
 
 def overrides_file(folder: str, label: str) -> str:
